@@ -1,0 +1,508 @@
+// Package passbuck implements pass-the-buck deferred reclamation, the scheme
+// Paolo Bonzini proposed on LKML in 2012 for freeing epoll registrations
+// that other threads may still hold events for, extended so that it needs
+// no finite epoll_wait timeout.
+//
+// Each participant k owns a pending list behind its own mutex. Retire
+// appends to participant 0's list in O(1). At its quiescent point,
+// participant k splices its whole list onto participant k+1's: O(1)
+// whatever the list's length, one mutex held at a time, no per-item lock.
+// A release function that leaves the last participant's list has been
+// carried past a quiescent point of every participant after its Retire: the
+// last participant runs the batch, outside every lock.
+//
+// In the Classic mode that is all, and it is the seed's weakness: a
+// participant blocked indefinitely never passes the buck, so every blocking
+// call needs a finite timeout, trading release latency against idle wake-ups.
+//
+// The SkipOffline mode (the default) removes the weakness. A participant
+// about to block calls Offline; whoever hands a batch to an offline
+// participant carries it on through that participant, since it holds
+// nothing it has validated. If every participant is offline, Retire itself
+// carries the batch to the end and hands it to the Reclaimer's own
+// goroutine: release functions never run on Retire's stack. This is safe
+// only because the caller validates, after Online, everything its blocking
+// call returned (see package reclaim and docs/design.md).
+//
+// Release functions need not run in Retire order; Barrier tracks completion
+// by sequence number instead.
+package passbuck
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gracepoll/gracepoll/reclaim"
+)
+
+// Mode selects how the buck moves.
+type Mode int
+
+const (
+	// SkipOffline passes the buck through offline participants; grace
+	// periods complete with participants blocked indefinitely.
+	SkipOffline Mode = iota
+	// Classic is the seed's algorithm: every participant must call
+	// Quiesce (or Offline) for a grace period to complete, so blocking
+	// calls need a finite timeout. Online is a no-op.
+	Classic
+)
+
+// String returns "skip-offline" or "classic".
+func (m Mode) String() string {
+	switch m {
+	case SkipOffline:
+		return "skip-offline"
+	case Classic:
+		return "classic"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Options configures a Reclaimer. The zero value is the default:
+// SkipOffline.
+type Options struct {
+	Mode Mode
+}
+
+// maxParticipants bounds N so that a typo does not allocate gigabytes.
+const maxParticipants = 1 << 16
+
+// A node carries one release function through the lists.
+type node struct {
+	fn   func()
+	next *node
+	seq  uint64 // Retire order, for Barrier
+	at   int64  // Retire time, nanoseconds since Reclaimer.base
+}
+
+// batch is a singly linked list segment, head to tail.
+type batch struct{ head, tail *node }
+
+func (b *batch) push(n *node) {
+	if b.tail == nil {
+		b.head = n
+	} else {
+		b.tail.next = n
+	}
+	b.tail = n
+}
+
+func (b *batch) splice(o batch) {
+	if o.head == nil {
+		return
+	}
+	if b.tail == nil {
+		*b = o
+		return
+	}
+	b.tail.next = o.head
+	b.tail = o.tail
+}
+
+// participant is one pending list. It is padded to its own cache lines:
+// passers write has and the list, the owner writes offline.
+type participant struct {
+	mu      sync.Mutex
+	list    batch       // guarded by mu
+	has     atomic.Bool // list is non-empty; stored under mu, loaded without it
+	offline atomic.Bool // written only by the owner (SkipOffline mode)
+	_       [128 - 8 - 16 - 8]byte
+}
+
+// Reclaimer is a pass-the-buck reclaim.Reclaimer. Its methods are safe for
+// concurrent use within the rules of reclaim.Reclaimer.
+type Reclaimer struct {
+	mode  Mode
+	parts []participant
+	base  time.Time
+
+	// Guarded by parts[0].mu: the next sequence number and the closed flag,
+	// so that Retire and Close agree on which releases were accepted.
+	seq    uint64
+	closed bool
+
+	// drivers counts Retire calls carrying a batch through offline
+	// participants; Close waits for them so nothing is in transit.
+	drivers sync.WaitGroup
+
+	// The Reclaimer's own goroutine runs batches that Retire carried to
+	// the end (SkipOffline mode).
+	bgMu    sync.Mutex
+	bgQueue batch // guarded by bgMu
+	bgWake  chan struct{}
+	bgStop  chan struct{}
+	bgDone  chan struct{}
+
+	// Completion tracking for Barrier and Stats, guarded by doneMu. low is
+	// the smallest sequence number whose release has not returned; ahead
+	// holds completed numbers above it (releases may finish out of order).
+	doneMu   sync.Mutex
+	low      uint64
+	ahead    map[uint64]struct{}
+	released uint64
+	waiters  []barrierWaiter
+	gps      uint64
+
+	started   atomic.Uint64 // releases started, for Stats.Pending
+	closeOnce sync.Once
+}
+
+type barrierWaiter struct {
+	target uint64 // every seq below it must be complete
+	ch     chan struct{}
+}
+
+var _ reclaim.Reclaimer = (*Reclaimer)(nil)
+
+var nodePool = sync.Pool{New: func() any { return new(node) }}
+
+// New returns a Reclaimer for the given number of participants, all of
+// them online. It returns an error wrapping reclaim.ErrInvalid for a count
+// outside [1, 65536] or an unknown mode.
+func New(participants int, opts Options) (*Reclaimer, error) {
+	if participants < 1 || participants > maxParticipants {
+		return nil, fmt.Errorf("%w: passbuck: %d participants, want 1..%d", reclaim.ErrInvalid, participants, maxParticipants)
+	}
+	if opts.Mode != SkipOffline && opts.Mode != Classic {
+		return nil, fmt.Errorf("%w: passbuck: unknown mode %d", reclaim.ErrInvalid, int(opts.Mode))
+	}
+	r := &Reclaimer{
+		mode:     opts.Mode,
+		parts:    make([]participant, participants),
+		base:     time.Now(),
+		ahead:    make(map[uint64]struct{}),
+		bgWake:   make(chan struct{}, 1),
+		bgStop:   make(chan struct{}),
+		bgDone:   make(chan struct{}),
+	}
+	go r.background()
+	return r, nil
+}
+
+// Mode returns the mode the Reclaimer was made with.
+func (r *Reclaimer) Mode() Mode { return r.mode }
+
+// Participants returns the number of participants.
+func (r *Reclaimer) Participants() int { return len(r.parts) }
+
+// Retire appends release to participant 0's list. In SkipOffline mode, if
+// participant 0 is offline, it carries the buck on through the offline
+// participants; a batch that reaches the end goes to the Reclaimer's
+// goroutine.
+func (r *Reclaimer) Retire(release func()) error {
+	if release == nil {
+		return fmt.Errorf("%w: passbuck: nil release function", reclaim.ErrInvalid)
+	}
+	n := nodePool.Get().(*node)
+	n.fn = release
+	n.at = int64(time.Since(r.base))
+	p := &r.parts[0]
+	p.mu.Lock()
+	if r.closed {
+		p.mu.Unlock()
+		n.fn = nil
+		nodePool.Put(n)
+		return reclaim.ErrClosed
+	}
+	n.seq = r.seq
+	r.seq++
+	p.list.push(n)
+	p.has.Store(true)
+	drive := r.mode == SkipOffline && p.offline.Load()
+	if drive {
+		r.drivers.Add(1)
+	}
+	p.mu.Unlock()
+	if drive {
+		r.carry(0, false)
+		r.drivers.Done()
+	}
+	return nil
+}
+
+// Quiesce passes participant p's list to participant p+1 (through offline
+// participants in SkipOffline mode). If the list leaves the last
+// participant, Quiesce runs its release functions before returning.
+func (r *Reclaimer) Quiesce(p int) {
+	if !r.parts[p].has.Load() {
+		return
+	}
+	r.carry(p, true)
+}
+
+// Offline marks participant p offline and passes its list, which it no
+// longer needs to hold. In Classic mode it is Quiesce.
+func (r *Reclaimer) Offline(p int) {
+	if r.mode == SkipOffline {
+		// Store first, then look at the list: a passer appends first, then
+		// looks at offline. Sequential consistency lets at least one of
+		// the two see the other, so a batch is never parked on a
+		// participant that is blocked.
+		r.parts[p].offline.Store(true)
+	}
+	r.Quiesce(p)
+}
+
+// Online marks participant p online. The caller must validate what it
+// obtained while offline. In Classic mode it does nothing.
+func (r *Reclaimer) Online(p int) {
+	if r.mode == SkipOffline {
+		r.parts[p].offline.Store(false)
+	}
+}
+
+// take empties participant k's list and returns it.
+func (r *Reclaimer) take(k int) batch {
+	p := &r.parts[k]
+	p.mu.Lock()
+	b := p.list
+	p.list = batch{}
+	p.has.Store(false)
+	p.mu.Unlock()
+	return b
+}
+
+// carry takes participant k's list and moves it along: onto k+1's list,
+// and in SkipOffline mode on through every offline participant after it.
+// A batch that passes the last participant has completed its grace period:
+// it runs here if runHere (k is a participant at a quiescent point),
+// otherwise on the Reclaimer's goroutine.
+func (r *Reclaimer) carry(k int, runHere bool) {
+	b := r.take(k)
+	for b.head != nil {
+		k++
+		if k == len(r.parts) {
+			r.gracePeriod(b, runHere)
+			return
+		}
+		p := &r.parts[k]
+		p.mu.Lock()
+		p.list.splice(b)
+		p.has.Store(true)
+		p.mu.Unlock()
+		if r.mode == Classic || !p.offline.Load() {
+			return // p passes it at its next quiescent point
+		}
+		b = r.take(k) // may be empty: p or another passer took it
+	}
+}
+
+// gracePeriod runs or hands off a batch whose grace period is complete.
+func (r *Reclaimer) gracePeriod(b batch, runHere bool) {
+	if runHere {
+		r.run(b.head)
+		return
+	}
+	r.bgMu.Lock()
+	r.bgQueue.splice(b)
+	r.bgMu.Unlock()
+	select {
+	case r.bgWake <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// background runs batches handed off by Retire until Close.
+func (r *Reclaimer) background() {
+	defer close(r.bgDone)
+	for {
+		select {
+		case <-r.bgWake:
+		case <-r.bgStop:
+			return
+		}
+		r.bgMu.Lock()
+		b := r.bgQueue
+		r.bgQueue = batch{}
+		r.bgMu.Unlock()
+		if b.head != nil {
+			r.run(b.head)
+		}
+	}
+}
+
+// run calls the release functions of list h in order. If one panics, the
+// panic goes on up the caller's stack after the functions before it are
+// accounted for and the rest are handed to the Reclaimer's goroutine.
+func (r *Reclaimer) run(h *node) {
+	var cnt uint64
+	for n := h; n != nil; n = n.next {
+		cnt++
+	}
+	r.started.Add(cnt)
+	n := h
+	defer func() {
+		if n == nil {
+			return
+		}
+		rest := n.next
+		n.next = nil
+		r.finish(h)
+		if rest != nil {
+			t, c := rest, uint64(1)
+			for ; t.next != nil; t = t.next {
+				c++
+			}
+			r.started.Add(^(c - 1)) // not started after all
+			r.gracePeriod(batch{rest, t}, false)
+		}
+	}()
+	for ; n != nil; n = n.next {
+		n.fn()
+	}
+	r.finish(h)
+}
+
+// finish records the completion of list h, wakes satisfied Barrier calls
+// and recycles the nodes.
+func (r *Reclaimer) finish(h *node) {
+	r.doneMu.Lock()
+	r.gps++
+	for n := h; n != nil; n = n.next {
+		r.released++
+		if n.seq != r.low {
+			r.ahead[n.seq] = struct{}{}
+			continue
+		}
+		r.low++
+		for len(r.ahead) > 0 {
+			if _, ok := r.ahead[r.low]; !ok {
+				break
+			}
+			delete(r.ahead, r.low)
+			r.low++
+		}
+	}
+	if len(r.waiters) > 0 {
+		w := r.waiters[:0]
+		for _, bw := range r.waiters {
+			if r.low >= bw.target {
+				close(bw.ch)
+			} else {
+				w = append(w, bw)
+			}
+		}
+		clear(r.waiters[len(w):])
+		r.waiters = w
+	}
+	r.doneMu.Unlock()
+	for n := h; n != nil; {
+		next := n.next
+		*n = node{}
+		nodePool.Put(n)
+		n = next
+	}
+}
+
+// Barrier returns when every release function retired before the call has
+// returned, when ctx ends (its error), or ErrClosed if the Reclaimer is
+// closed. In Classic mode it needs every participant to keep calling
+// Quiesce.
+func (r *Reclaimer) Barrier(ctx context.Context) error {
+	p := &r.parts[0]
+	p.mu.Lock()
+	closed, target := r.closed, r.seq
+	p.mu.Unlock()
+	if closed {
+		return reclaim.ErrClosed
+	}
+	r.doneMu.Lock()
+	if r.low >= target {
+		r.doneMu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	r.waiters = append(r.waiters, barrierWaiter{target, ch})
+	r.doneMu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		r.dropWaiter(ch)
+		return ctx.Err()
+	}
+}
+
+func (r *Reclaimer) dropWaiter(ch chan struct{}) {
+	r.doneMu.Lock()
+	defer r.doneMu.Unlock()
+	for i, w := range r.waiters {
+		if w.ch == ch {
+			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// Stats returns a snapshot of the counters. OldestAge is read from the
+// head of every list, one lock at a time.
+func (r *Reclaimer) Stats() reclaim.Stats {
+	var oldest int64 = -1
+	consider := func(b batch) {
+		if b.head != nil && (oldest < 0 || b.head.at < oldest) {
+			oldest = b.head.at
+		}
+	}
+	var retired uint64
+	for k := range r.parts {
+		p := &r.parts[k]
+		p.mu.Lock()
+		if k == 0 {
+			retired = r.seq
+		}
+		consider(p.list)
+		p.mu.Unlock()
+	}
+	r.bgMu.Lock()
+	consider(r.bgQueue)
+	r.bgMu.Unlock()
+	r.doneMu.Lock()
+	released, gps := r.released, r.gps
+	r.doneMu.Unlock()
+	s := reclaim.Stats{
+		Retired:      retired,
+		Released:     released,
+		Pending:      int64(retired) - int64(r.started.Load()),
+		GracePeriods: gps,
+	}
+	if s.Pending < 0 {
+		s.Pending = 0 // a release started after retired was read
+	}
+	if oldest >= 0 {
+		s.OldestAge = max(time.Since(r.base)-time.Duration(oldest), 0)
+	}
+	return s
+}
+
+// Close stops accepting releases, waits for Retire calls carrying a batch,
+// stops the Reclaimer's goroutine (letting a batch it is running finish),
+// and then runs every pending release function on the caller's goroutine.
+// It returns nil; later calls do nothing.
+func (r *Reclaimer) Close() error {
+	r.closeOnce.Do(func() {
+		p := &r.parts[0]
+		p.mu.Lock()
+		r.closed = true
+		p.mu.Unlock()
+		r.drivers.Wait()
+		close(r.bgStop)
+		<-r.bgDone
+		var all batch
+		// The last participant's list holds the oldest releases.
+		for k := len(r.parts) - 1; k >= 0; k-- {
+			all.splice(r.take(k))
+		}
+		r.bgMu.Lock()
+		all.splice(r.bgQueue)
+		r.bgQueue = batch{}
+		r.bgMu.Unlock()
+		if all.head != nil {
+			r.run(all.head)
+		}
+	})
+	return nil
+}
