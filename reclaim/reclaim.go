@@ -60,7 +60,14 @@ var (
 // Participant methods (Quiesce, Offline, Online) take the participant's
 // index p, which must be in [0, N); each participant's methods are called by
 // one goroutine at a time. They panic on an index out of range, like a slice
-// index: that is a bug in the caller, not a runtime condition.
+// index: that is a bug in the caller, not a runtime condition. Participants
+// start online, so a participant that never calls Quiesce or Offline holds
+// up every grace period; Online on an online participant does nothing.
+// Participant methods must not be called after Close; Stats may be.
+//
+// Barrier may retire internal markers; they are not counted in Stats. A
+// Retire made by a release function that Close runs may be accepted (and
+// then run before Close returns) or refused with ErrClosed.
 type Reclaimer interface {
 	// Participants returns N, the number of participants.
 	Participants() int

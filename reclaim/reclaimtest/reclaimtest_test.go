@@ -1,0 +1,454 @@
+package reclaimtest_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/reclaimtest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestReference shows that the suite passes a correct reclaimer written
+// independently of the module's implementations.
+func TestReference(t *testing.T) {
+	reclaimtest.Run(t, newRef)
+}
+
+// TestReferenceClassic exercises the NeedsQuiesce paths of the suite with a
+// correct reclaimer that really needs quiescent points.
+func TestReferenceClassic(t *testing.T) {
+	reclaimtest.Run(t, newClassic, reclaimtest.NeedsQuiesce())
+}
+
+// TestBroken shows that the torture catches reclaimers that free too early.
+func TestBroken(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		newR        reclaimtest.NewFunc
+		gracePeriod bool // CheckGracePeriod must fail too
+	}{
+		{"Immediate", newImmediate, true},
+		{"IgnoresOne", newIgnoresOne, true},
+		// The naive "offline around the blocking call": a participant that
+		// comes back online is still taken for offline.
+		{"OnlineIgnored", mutant(onlineIgnored), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := reclaimtest.Torture(tc.newR, reclaimtest.TortureConfig{})
+			t.Logf("torture: %v", rep)
+			if err == nil || rep.Violations() == 0 {
+				t.Errorf("Torture: error %v, %d violations; want an error and violations", err, rep.Violations())
+			}
+			if !tc.gracePeriod {
+				return
+			}
+			err = reclaimtest.CheckGracePeriod(tc.newR)
+			if err == nil || !strings.Contains(err.Error(), "release ran before participant") {
+				t.Errorf("CheckGracePeriod = %v, want a premature release reported", err)
+			}
+		})
+	}
+}
+
+// TestMutants shows that each check can fail: each mutant of the reference
+// reclaimer breaks one guarantee, and the check for it must report an error.
+func TestMutants(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		check func(reclaimtest.NewFunc, ...reclaimtest.Option) error
+		newR  reclaimtest.NewFunc
+	}{
+		{"InlineRetire", reclaimtest.CheckNotOnCallerStack, mutant(inlineRetire)},
+		{"OfflineNotSkipped", idleCheck, newClassic},
+		{"OnlineIgnored", idleCheck, mutant(onlineIgnored)},
+		{"BarrierEarly", reclaimtest.CheckBarrier, mutant(barrierEarly)},
+		{"BarrierIgnoresContext", reclaimtest.CheckBarrier, mutant(barrierIgnoresContext)},
+		{"CloseDropsPending", reclaimtest.CheckClose, mutant(closeDropsPending)},
+		{"AcceptsAfterClose", reclaimtest.CheckClose, mutant(acceptsAfterClose)},
+		{"RunsTwice", reclaimtest.CheckExactlyOnce, mutant(runsTwice)},
+		{"PendingStuck", reclaimtest.CheckStats, mutant(pendingStuck)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // several mutants fail only by a timeout
+			err := tc.check(tc.newR)
+			if err == nil {
+				t.Fatal("check passed a broken reclaimer")
+			}
+			t.Logf("caught: %v", err)
+		})
+	}
+}
+
+func idleCheck(newR reclaimtest.NewFunc, _ ...reclaimtest.Option) error {
+	return reclaimtest.CheckIdleParticipants(newR)
+}
+
+// ref is a deliberately simple, correct reclaimer. Each participant
+// publishes a word: a counter, bumped at each quiescent point, shifted left
+// by one, and an offline bit. A worker goroutine takes the whole queue as a
+// batch, snapshots the words, and polls until each participant was offline at
+// the snapshot or has changed its word since (it passed a quiescent point
+// after the batch was taken, hence after every Retire in it); then it runs the
+// batch in order. In classic mode offline participants are not skipped: they
+// must pass a quiescent point (Offline counts as one) like everybody else.
+type ref struct {
+	classic bool
+	mut     mutation // a deliberate bug, for TestMutants
+	words   []paddedWord
+
+	mu      sync.Mutex
+	queue   []entry // retired, not yet taken by the worker
+	batch   []entry // taken by the worker
+	next    int     // batch[next:] have not started
+	closed  bool
+	wake    chan struct{}
+	quit    chan struct{}
+	stopped chan struct{}
+
+	retired, released, gracePeriods atomic.Uint64
+	pending                         atomic.Int64
+}
+
+type paddedWord struct {
+	atomic.Uint64
+	_ [56]byte // keep participants off each other's cache line
+}
+
+type entry struct {
+	release func()
+	at      time.Time
+	barrier chan struct{} // set for a Barrier's marker instead of release
+}
+
+func newRef(n int) (reclaim.Reclaimer, error) { return newRefMode(n, false, correct) }
+
+func newClassic(n int) (reclaim.Reclaimer, error) { return newRefMode(n, true, correct) }
+
+// A mutation is a bug that a mutant of the reference reclaimer has.
+type mutation int
+
+const (
+	correct               mutation = iota
+	inlineRetire                   // Retire runs the release at once, on its own stack
+	onlineIgnored                  // Online does nothing, so a participant stays "offline"
+	barrierEarly                   // Barrier returns at once
+	barrierIgnoresContext          // Barrier waits regardless of its context
+	closeDropsPending              // Close forgets pending releases
+	acceptsAfterClose              // Retire after Close returns nil and drops the release
+	runsTwice                      // each release runs twice
+	pendingStuck                   // Stats.Pending never goes down
+)
+
+func mutant(m mutation) reclaimtest.NewFunc {
+	return func(n int) (reclaim.Reclaimer, error) { return newRefMode(n, false, m) }
+}
+
+func newRefMode(n int, classic bool, mut mutation) (*ref, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("ref: %d participants: %w", n, reclaim.ErrInvalid)
+	}
+	r := &ref{
+		classic: classic,
+		mut:     mut,
+		words:   make([]paddedWord, n),
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go r.work()
+	return r, nil
+}
+
+func (r *ref) Participants() int { return len(r.words) }
+
+// Each participant's word has one writer, so a load and a store will do.
+func (r *ref) Quiesce(p int) { w := &r.words[p]; w.Store(w.Load() + 2) }
+func (r *ref) Offline(p int) { w := &r.words[p]; w.Store((w.Load() + 2) | 1) }
+func (r *ref) Online(p int) {
+	w := &r.words[p]
+	if r.mut != onlineIgnored {
+		w.Store(w.Load() &^ 1)
+	}
+}
+
+func (r *ref) Retire(release func()) error {
+	if release == nil {
+		return reclaim.ErrInvalid
+	}
+	if r.mut == inlineRetire {
+		release()
+		return nil
+	}
+	return r.enqueue(entry{release: release, at: time.Now()})
+}
+
+func (r *ref) enqueue(e entry) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		if r.mut == acceptsAfterClose {
+			return nil
+		}
+		return reclaim.ErrClosed
+	}
+	r.queue = append(r.queue, e)
+	if e.release != nil {
+		r.retired.Add(1)
+		r.pending.Add(1)
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (r *ref) Barrier(ctx context.Context) error {
+	done := make(chan struct{})
+	if err := r.enqueue(entry{barrier: done}); err != nil {
+		return err
+	}
+	switch r.mut {
+	case barrierEarly:
+		return nil
+	case barrierIgnoresContext:
+		<-done
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *ref) Stats() reclaim.Stats {
+	s := reclaim.Stats{Released: r.released.Load()} // first, so it never exceeds Retired
+	s.Retired = r.retired.Load()
+	s.Pending = r.pending.Load()
+	s.GracePeriods = r.gracePeriods.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, es := range [][]entry{r.batch[r.next:], r.queue} {
+		for _, e := range es {
+			if e.release != nil {
+				s.OldestAge = max(time.Since(e.at), 1)
+				return s
+			}
+		}
+	}
+	return s
+}
+
+func (r *ref) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.quit)
+	}
+	r.mu.Unlock()
+	<-r.stopped
+	return nil
+}
+
+func (r *ref) work() {
+	defer close(r.stopped)
+	poll := time.NewTimer(time.Hour)
+	defer poll.Stop()
+	for {
+		r.mu.Lock()
+		r.batch, r.queue, r.next = r.queue, nil, 0
+		batch, closed := r.batch, r.closed
+		r.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			select {
+			case <-r.wake:
+			case <-r.quit:
+			}
+			continue
+		}
+		if !closed {
+			if r.waitGracePeriod(poll) {
+				r.gracePeriods.Add(1)
+			} else {
+				closed = true // cut short by Close
+			}
+		}
+		for i, e := range batch {
+			r.mu.Lock()
+			r.next = i + 1
+			r.mu.Unlock()
+			if e.barrier != nil {
+				close(e.barrier)
+				continue
+			}
+			if r.mut != pendingStuck {
+				r.pending.Add(-1)
+			}
+			if closed && r.mut == closeDropsPending {
+				continue
+			}
+			e.release()
+			if r.mut == runsTwice {
+				e.release()
+			}
+			r.released.Add(1)
+		}
+	}
+}
+
+// waitGracePeriod returns true when every participant has passed a quiescent
+// point since the call, or false if Close cut it short.
+func (r *ref) waitGracePeriod(poll *time.Timer) bool {
+	snap := make([]uint64, len(r.words))
+	for i := range snap {
+		snap[i] = r.words[i].Load()
+	}
+	for {
+		done := true
+		for i, s := range snap {
+			offline := s&1 == 1 && !r.classic
+			if !offline && r.words[i].Load() == s {
+				done = false
+				break
+			}
+		}
+		if done {
+			return true
+		}
+		poll.Reset(50 * time.Microsecond)
+		select {
+		case <-poll.C:
+		case <-r.quit:
+			return false
+		}
+	}
+}
+
+// immediate is broken: it runs each release on a new goroutine at once,
+// without waiting for any grace period.
+type immediate struct {
+	n                 int
+	mu                sync.Mutex
+	closed            bool
+	running           sync.WaitGroup
+	retired, released atomic.Uint64
+}
+
+func newImmediate(n int) (reclaim.Reclaimer, error) {
+	if n < 1 {
+		return nil, reclaim.ErrInvalid
+	}
+	return &immediate{n: n}, nil
+}
+
+func (r *immediate) Participants() int { return r.n }
+func (r *immediate) Quiesce(p int)     { r.check(p) }
+func (r *immediate) Offline(p int)     { r.check(p) }
+func (r *immediate) Online(p int)      { r.check(p) }
+
+func (r *immediate) check(p int) {
+	if p < 0 || p >= r.n {
+		panic(fmt.Sprintf("participant %d out of range", p))
+	}
+}
+
+func (r *immediate) Retire(release func()) error {
+	if release == nil {
+		return reclaim.ErrInvalid
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return reclaim.ErrClosed
+	}
+	r.retired.Add(1)
+	r.running.Go(func() {
+		release()
+		r.released.Add(1)
+	})
+	return nil
+}
+
+func (r *immediate) Barrier(ctx context.Context) error {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return reclaim.ErrClosed
+	}
+	for target := r.retired.Load(); r.released.Load() < target; time.Sleep(50 * time.Microsecond) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (r *immediate) Stats() reclaim.Stats {
+	released := r.released.Load()
+	retired := r.retired.Load()
+	return reclaim.Stats{Retired: retired, Released: released, Pending: int64(retired - released)}
+}
+
+func (r *immediate) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.running.Wait()
+	return nil
+}
+
+// ignoresOne is broken: it wraps the reference reclaimer and ignores the last
+// participant, as if that participant were always offline.
+type ignoresOne struct {
+	*ref
+}
+
+func newIgnoresOne(n int) (reclaim.Reclaimer, error) {
+	r, err := newRefMode(n, false, correct)
+	if err != nil {
+		return nil, err
+	}
+	r.Offline(n - 1)
+	return ignoresOne{r}, nil
+}
+
+func (r ignoresOne) ignored(p int) bool {
+	_ = &r.words[p] // panic on an index out of range
+	return p == len(r.words)-1
+}
+
+func (r ignoresOne) Quiesce(p int) {
+	if !r.ignored(p) {
+		r.ref.Quiesce(p)
+	}
+}
+
+func (r ignoresOne) Offline(p int) {
+	if !r.ignored(p) {
+		r.ref.Offline(p)
+	}
+}
+
+func (r ignoresOne) Online(p int) {
+	if !r.ignored(p) {
+		r.ref.Online(p)
+	}
+}
