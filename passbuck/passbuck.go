@@ -84,8 +84,11 @@ type node struct {
 	at   int64  // Retire time in ns since Reclaimer.base, if a list head
 }
 
-// batch is a singly linked list segment, head to tail.
-type batch struct{ head, tail *node }
+// batch is a singly linked list segment, head to tail, and its length.
+type batch struct {
+	head, tail *node
+	n          int64
+}
 
 func (b *batch) push(n *node) {
 	if b.tail == nil {
@@ -94,6 +97,7 @@ func (b *batch) push(n *node) {
 		b.tail.next = n
 	}
 	b.tail = n
+	b.n++
 }
 
 func (b *batch) splice(o batch) {
@@ -106,16 +110,18 @@ func (b *batch) splice(o batch) {
 	}
 	b.tail.next = o.head
 	b.tail = o.tail
+	b.n += o.n
 }
 
 // participant is one pending list. It is padded to its own cache lines:
 // passers write has and the list, the owner writes offline.
 type participant struct {
 	mu      sync.Mutex
-	list    batch       // guarded by mu
-	has     atomic.Bool // list is non-empty; stored under mu, loaded without it
-	offline atomic.Bool // written only by the owner (SkipOffline mode)
-	_       [128 - 8 - 16 - 8]byte
+	list    batch         // guarded by mu
+	has     atomic.Bool   // list is non-empty; stored under mu, loaded without it
+	offline atomic.Bool   // written only by the owner (SkipOffline mode)
+	passed  atomic.Uint64 // non-empty lists taken from it, for Stats
+	_       [128 - 8 - 24 - 8 - 8]byte
 }
 
 // Reclaimer is a pass-the-buck reclaim.Reclaimer. Its methods are safe for
@@ -279,6 +285,9 @@ func (r *Reclaimer) take(k int) batch {
 	p.list = batch{}
 	p.has.Store(false)
 	p.mu.Unlock()
+	if b.head != nil {
+		p.passed.Add(1)
+	}
 	return b
 }
 
@@ -308,6 +317,7 @@ func (r *Reclaimer) carry(k int, b batch, runHere bool) {
 		p.list = batch{}
 		p.has.Store(false)
 		p.mu.Unlock()
+		p.passed.Add(1)
 	}
 	r.gracePeriod(b, runHere)
 }
@@ -371,7 +381,7 @@ func (r *Reclaimer) run(h *node) {
 				c++
 			}
 			r.started.Add(^(c - 1)) // not started after all
-			r.gracePeriod(batch{rest, t}, false)
+			r.gracePeriod(batch{rest, t, int64(c)}, false)
 		}
 	}()
 	for ; n != nil; n = n.next {
@@ -471,6 +481,7 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 		}
 	}
 	var retired uint64
+	parts := make([]reclaim.ParticipantStats, len(r.parts))
 	for k := range r.parts {
 		p := &r.parts[k]
 		p.mu.Lock()
@@ -478,7 +489,9 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 			retired = r.seq
 		}
 		consider(p.list)
+		parts[k].Holding = p.list.n
 		p.mu.Unlock()
+		parts[k].Passed = p.passed.Load()
 	}
 	r.bgMu.Lock()
 	consider(r.bgQueue)
@@ -491,6 +504,7 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 		Released:     released,
 		Pending:      int64(retired) - int64(r.started.Load()),
 		GracePeriods: gps,
+		Participants: parts,
 	}
 	if s.Pending < 0 {
 		s.Pending = 0 // a release started after retired was read

@@ -124,4 +124,18 @@ type Stats struct {
 	Pending      int64         `json:"pending"`       // retired and not yet started
 	GracePeriods uint64        `json:"grace_periods"` // grace periods completed with work in them
 	OldestAge    time.Duration `json:"oldest_age"`    // age of the oldest pending release, 0 if none
+
+	// Participants has one entry per participant, by index.
+	Participants []ParticipantStats `json:"participants"`
+}
+
+// ParticipantStats is one participant's part in a Reclaimer's progress.
+type ParticipantStats struct {
+	// Holding counts releases waiting for this participant's next
+	// quiescent point: the ones parked on it, or the batch whose grace
+	// period it is the one holding up.
+	Holding int64 `json:"holding"`
+	// Passed counts the quiescent points at which this participant let
+	// pending releases through (not the idle ones, which cost nothing).
+	Passed uint64 `json:"passed"`
 }

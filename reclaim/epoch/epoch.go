@@ -101,7 +101,10 @@ type participant struct {
 	// seen shadows ctr for the participant's goroutine alone, so the fast
 	// path of Quiesce reads no shared line but E's.
 	seen uint64
-	_    [cacheLine - 16]byte
+	// passed counts the slow-path quiescent points, at which this
+	// participant let a grace period through; for Stats.
+	passed atomic.Uint64
+	_      [cacheLine - 24]byte
 }
 
 // Compile-time check that a participant fills exactly one padding unit.
@@ -177,6 +180,8 @@ type Reclaimer struct {
 	started      atomic.Uint64 // user entries whose release has begun
 	released     atomic.Uint64 // user entries whose release has returned
 	gracePeriods atomic.Uint64
+	gpTarget     atomic.Uint64 // epoch the current grace period waits for, 0 if none
+	gpUsers      atomic.Int64  // user releases in the batch it waits for
 	batchStart   atomic.Int64 // start of the batch taken, 0 once its user entries have all started
 
 	// Lifecycle; immutable after New except as noted.
@@ -236,6 +241,7 @@ func (r *Reclaimer) Quiesce(p int) {
 func (r *Reclaimer) quiesceSlow(part *participant, e uint64) {
 	part.seen = e
 	part.ctr.Store(e)
+	part.passed.Add(1)
 	// The epoch moved, so a grace period started; it may be waiting for p.
 	// gpActive was set before the epoch moved, so this load sees it unless
 	// that grace period is already over.
@@ -380,6 +386,15 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 		Released:     r.released.Load(),
 		Pending:      int64(retired - started),
 		GracePeriods: r.gracePeriods.Load(),
+		Participants: make([]reclaim.ParticipantStats, len(r.parts)),
+	}
+	t := r.gpTarget.Load()
+	for i := range r.parts {
+		ps := &s.Participants[i]
+		ps.Passed = r.parts[i].passed.Load()
+		if c := r.parts[i].ctr.Load(); t != 0 && c != 0 && c < t {
+			ps.Holding = r.gpUsers.Load()
+		}
 	}
 	if oldest != 0 {
 		s.OldestAge = max(0, time.Duration(r.stamp()-oldest))
@@ -431,6 +446,7 @@ func (r *Reclaimer) run() {
 		if !ok {
 			return
 		}
+		r.gpUsers.Store(int64(b.users))
 		if !r.waitGrace(timer) {
 			r.leftover = b // Close runs it after joining us
 			return
@@ -495,6 +511,8 @@ func (r *Reclaimer) waitGrace(timer *time.Timer) bool {
 	r.gpActive.Store(true)
 	defer r.gpActive.Store(false)
 	t := r.epoch.Add(1)
+	r.gpTarget.Store(t)
+	defer r.gpTarget.Store(0)
 	poll := pollMin
 	i := 0 // participants before i are done for this grace period and stay done
 	for {

@@ -1,6 +1,7 @@
 package reclaimtest
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -19,7 +20,9 @@ import (
 //   - Retire: Retire from one goroutine, while participants let grace
 //     periods through (offline, or quiescing in a loop for a NeedsQuiesce
 //     reclaimer), so that the cost of draining is included.
-//   - RetireParallel: the same from 2×GOMAXPROCS goroutines.
+//   - RetireOnly: Retire alone, participants online and silent; the
+//     backlog is let through with the timer stopped.
+//   - RetireParallel: Retire from 2×GOMAXPROCS goroutines, draining.
 //   - GracePeriodOffline: latency from Retire to the release running, with
 //     every participant offline (an idle server); also reported as the
 //     median, "p50-µs". Skipped for a NeedsQuiesce reclaimer.
@@ -51,6 +54,28 @@ func Benchmark(b *testing.B, newR NewFunc, opts ...Option) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("RetireOnly", func(b *testing.B) {
+		// Retire's own cost: participants stay online, so nothing drains
+		// while the timer runs; every 1<<16 calls the timer stops and the
+		// participants let the backlog through.
+		r := benchStart(b, newR, 2)
+		var n atomic.Uint64
+		release := func() { n.Add(1) }
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if err := r.Retire(release); err != nil {
+				b.Fatal(err)
+			}
+			if i&(1<<16-1) == 1<<16-1 {
+				b.StopTimer()
+				benchFlush(b, r)
+				b.StartTimer()
+			}
+		}
+		b.StopTimer()
+		benchFlush(b, r)
 	})
 	b.Run("RetireParallel", func(b *testing.B) {
 		r := benchStart(b, newR, 2)
@@ -168,5 +193,23 @@ func benchLatency(b *testing.B, r reclaim.Reclaimer) {
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
+	}
+}
+
+// benchFlush lets every pending release through: each participant passes a
+// quiescent point in index order (one sweep carries a classic buck to the
+// end), then Barrier waits, then the participants come back online.
+func benchFlush(b *testing.B, r reclaim.Reclaimer) {
+	n := r.Participants()
+	for p := range n {
+		r.Offline(p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Barrier(ctx); err != nil {
+		b.Fatalf("backlog did not drain: %v", err)
+	}
+	for p := range n {
+		r.Online(p)
 	}
 }

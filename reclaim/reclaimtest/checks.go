@@ -644,8 +644,17 @@ func randomParticipant(c config, r reclaim.Reclaimer, p int, rng *rand.Rand) {
 func CheckStats(newR NewFunc, opts ...Option) error {
 	c := newConfig(opts)
 	return with(newR, 2, func(r reclaim.Reclaimer) (err error) {
-		if s := r.Stats(); s != (reclaim.Stats{}) {
-			return fmt.Errorf("new Reclaimer: Stats() = %+v, want all zero", s)
+		s0 := r.Stats()
+		if len(s0.Participants) != 2 {
+			return fmt.Errorf("new Reclaimer: Stats().Participants has %d entries, want 2", len(s0.Participants))
+		}
+		for _, ps := range s0.Participants {
+			if ps != (reclaim.ParticipantStats{}) {
+				return fmt.Errorf("new Reclaimer: Stats() = %+v, want all zero", s0)
+			}
+		}
+		if s0.Retired != 0 || s0.Released != 0 || s0.Pending != 0 || s0.GracePeriods != 0 || s0.OldestAge != 0 {
+			return fmt.Errorf("new Reclaimer: Stats() = %+v, want all zero", s0)
 		}
 		// Participant 0 holds; participant 1 lets grace periods through.
 		stop := c.idle(r, 1)
@@ -665,6 +674,9 @@ func CheckStats(newR NewFunc, opts ...Option) error {
 		if s.Retired != 3 || s.Released != 0 || s.Pending != 3 || s.OldestAge <= 0 {
 			errs = append(errs, fmt.Errorf("3 releases held up: Stats() = %+v, want Retired 3, Released 0, Pending 3, OldestAge > 0", s))
 		}
+		if len(s.Participants) != 2 || s.Participants[0].Holding < 1 || s.Participants[1].Holding != 0 {
+			errs = append(errs, fmt.Errorf("3 releases held up by participant 0: Stats().Participants = %+v, want participant 0 holding at least 1, participant 1 none", s.Participants))
+		}
 		stopHolder := busy(r, 0)
 		defer func() { err = errors.Join(err, stopHolder()) }()
 		for deadline := time.Now().Add(eventually); r.Stats().Released < 3; time.Sleep(tick) {
@@ -678,6 +690,9 @@ func CheckStats(newR NewFunc, opts ...Option) error {
 		}
 		if released.Load() != 3 {
 			errs = append(errs, fmt.Errorf("Stats().Released is 3 but %d releases ran", released.Load()))
+		}
+		if len(s.Participants) != 2 || s.Participants[0].Holding != 0 || s.Participants[0].Passed < 1 {
+			errs = append(errs, fmt.Errorf("3 releases run: Stats().Participants = %+v, want participant 0 holding none, passed at least once", s.Participants))
 		}
 		return errors.Join(errs...)
 	})

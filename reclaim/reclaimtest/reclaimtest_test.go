@@ -118,6 +118,11 @@ type ref struct {
 
 	retired, released, gracePeriods atomic.Uint64
 	pending                         atomic.Int64
+
+	// Per participant, for Stats: releases it holds up, grace periods it
+	// let through.
+	holding []atomic.Int64
+	passed  []atomic.Uint64
 }
 
 type paddedWord struct {
@@ -162,6 +167,8 @@ func newRefMode(n int, classic bool, mut mutation) (*ref, error) {
 		classic: classic,
 		mut:     mut,
 		words:   make([]paddedWord, n),
+		holding: make([]atomic.Int64, n),
+		passed:  make([]atomic.Uint64, n),
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -240,6 +247,10 @@ func (r *ref) Stats() reclaim.Stats {
 	s.Retired = r.retired.Load()
 	s.Pending = r.pending.Load()
 	s.GracePeriods = r.gracePeriods.Load()
+	s.Participants = make([]reclaim.ParticipantStats, len(r.words))
+	for i := range s.Participants {
+		s.Participants[i] = reclaim.ParticipantStats{Holding: r.holding[i].Load(), Passed: r.passed[i].Load()}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, es := range [][]entry{r.batch[r.next:], r.queue} {
@@ -284,7 +295,13 @@ func (r *ref) work() {
 			continue
 		}
 		if !closed {
-			if r.waitGracePeriod(poll) {
+			var users int64
+			for _, e := range batch {
+				if e.release != nil {
+					users++
+				}
+			}
+			if r.waitGracePeriod(poll, users) {
 				r.gracePeriods.Add(1)
 			} else {
 				closed = true // cut short by Close
@@ -315,18 +332,30 @@ func (r *ref) work() {
 
 // waitGracePeriod returns true when every participant has passed a quiescent
 // point since the call, or false if Close cut it short.
-func (r *ref) waitGracePeriod(poll *time.Timer) bool {
+func (r *ref) waitGracePeriod(poll *time.Timer, users int64) bool {
 	snap := make([]uint64, len(r.words))
 	for i := range snap {
 		snap[i] = r.words[i].Load()
 	}
+	through := make([]bool, len(r.words))
+	defer func() {
+		for i := range r.holding {
+			r.holding[i].Store(0)
+		}
+	}()
 	for {
 		done := true
 		for i, s := range snap {
 			offline := s&1 == 1 && !r.classic
 			if !offline && r.words[i].Load() == s {
 				done = false
-				break
+				r.holding[i].Store(users)
+				continue
+			}
+			r.holding[i].Store(0)
+			if !through[i] {
+				through[i] = true
+				r.passed[i].Add(1)
 			}
 		}
 		if done {
