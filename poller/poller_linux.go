@@ -619,12 +619,7 @@ func (p *Poller) rearm(s *slot, h Handle) {
 // hangUp delivers a registration's final event: it leaves epoll first, the
 // event is delivered once, then the registration is released as if deleted.
 func (p *Poller) hangUp(w *waiter, s *slot, h Handle, e Events) {
-	if !p.claim(s, h, HungUp) {
-		return // deleted meanwhile: no more events
-	}
-	p.unregister(s, h)
 	p.callEvent(w, s, h, e)
-	p.retire(s, h)
 }
 
 // deleteFromWaiter deletes a registration from inside a waiter, which

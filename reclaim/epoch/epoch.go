@@ -182,7 +182,7 @@ type Reclaimer struct {
 	gracePeriods atomic.Uint64
 	gpTarget     atomic.Uint64 // epoch the current grace period waits for, 0 if none
 	gpUsers      atomic.Int64  // user releases in the batch it waits for
-	batchStart   atomic.Int64 // start of the batch taken, 0 once its user entries have all started
+	batchStart   atomic.Int64  // start of the batch taken, 0 once its user entries have all started
 
 	// Lifecycle; immutable after New except as noted.
 	base      time.Time     // monotonic origin of stamps
