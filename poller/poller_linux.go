@@ -619,7 +619,12 @@ func (p *Poller) rearm(s *slot, h Handle) {
 // hangUp delivers a registration's final event: it leaves epoll first, the
 // event is delivered once, then the registration is released as if deleted.
 func (p *Poller) hangUp(w *waiter, s *slot, h Handle, e Events) {
+	if !p.claim(s, h, HungUp) {
+		return // deleted meanwhile: no more events
+	}
+	p.unregister(s, h)
 	p.callEvent(w, s, h, e)
+	p.retire(s, h)
 }
 
 // deleteFromWaiter deletes a registration from inside a waiter, which
@@ -697,6 +702,7 @@ func (p *Poller) Done() <-chan struct{} { return p.done }
 func (p *Poller) shutdown() {
 	defer close(p.done)
 	p.ops.Lock() // wait for Add, Modify and Delete calls in flight
+	//lint:ignore SA2001 the empty critical section is that fence
 	p.ops.Unlock()
 	var one [8]byte
 	one[0] = 1 // native-endian 1 on little-endian; any non-zero value wakes

@@ -1,0 +1,359 @@
+package poller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/gracepoll/gracepoll/poller"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// timeout bounds every wait for something that must eventually happen. It
+// is generous: the test machine is small and shared.
+const timeout = 5 * time.Second
+
+// quiet is how long a test watches for something that must not happen.
+const quiet = 20 * time.Millisecond
+
+var (
+	topologies = []poller.Topology{poller.Shared, poller.PerWaiter}
+	reclaimers = []poller.ReclaimerKind{poller.PassBuck, poller.PassBuckClassic, poller.Epoch}
+)
+
+// optsFor returns the options of one configuration; the classic reclaimer
+// gets the 1 ms WaitTimeout it needs.
+func optsFor(topo poller.Topology, rk poller.ReclaimerKind, waiters int) poller.Options {
+	o := poller.Options{Waiters: waiters, Topology: topo, Reclaimer: rk}
+	if rk == poller.PassBuckClassic {
+		o.WaitTimeout = time.Millisecond
+	}
+	return o
+}
+
+// forEachConfig runs f as a subtest for both topologies and all three
+// reclaimers, with 3 waiters.
+func forEachConfig(t *testing.T, f func(t *testing.T, opts poller.Options)) {
+	t.Helper()
+	forEachConfigN(t, 3, f)
+}
+
+func forEachConfigN(t *testing.T, waiters int, f func(t *testing.T, opts poller.Options)) {
+	t.Helper()
+	for _, topo := range topologies {
+		for _, rk := range reclaimers {
+			opts := optsFor(topo, rk, waiters)
+			t.Run(topo.String()+"/"+rk.String(), func(t *testing.T) { f(t, opts) })
+		}
+	}
+}
+
+// triggers are the level-triggered and edge-triggered variants.
+var triggers = []struct {
+	name string
+	bits poller.Events
+}{{"LT", 0}, {"ET", poller.EdgeTriggered}}
+
+// fdTable returns the open fds of the process, with what they point to.
+func fdTable(t testing.TB) map[int]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("read /proc/self/fd: %v", err)
+	}
+	m := make(map[int]string, len(ents))
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		m[n] = target
+	}
+	// The directory fd that ReadDir used is gone now but was listed.
+	return m
+}
+
+func countFDs(t testing.TB) int { return len(fdTable(t)) }
+
+// checkFDLeak records the open fds now and, at cleanup (after the cleanups
+// registered later, such as the poller's Close), fails the test if the set
+// differs.
+func checkFDLeak(t testing.TB) {
+	t.Helper()
+	before := fdTable(t)
+	t.Cleanup(func() {
+		after := fdTable(t)
+		var diff []string
+		for fd, target := range after {
+			if _, ok := before[fd]; !ok {
+				diff = append(diff, fmt.Sprintf("leaked fd %d -> %s", fd, target))
+			}
+		}
+		for fd, target := range before {
+			if _, ok := after[fd]; !ok {
+				diff = append(diff, fmt.Sprintf("closed a non-owned fd %d -> %s", fd, target))
+			}
+		}
+		if len(diff) > 0 {
+			slices.Sort(diff)
+			t.Errorf("fd set changed (%d before, %d after):\n%s", len(before), len(after), strings.Join(diff, "\n"))
+		}
+	})
+}
+
+// newPoller checks for fd leaks, creates a poller and closes it at cleanup,
+// where it also checks that every registration was released exactly once.
+func newPoller(t testing.TB, opts poller.Options) *poller.Poller {
+	t.Helper()
+	checkFDLeak(t)
+	p, err := poller.New(opts)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", opts, err)
+	}
+	t.Cleanup(func() { closeAndCheck(t, p) })
+	return p
+}
+
+// closeWithin calls p.Close and fails the test if it does not return
+// within timeout (rather than hanging the test binary).
+func closeWithin(t testing.TB, p *poller.Poller) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("Close did not return within %v", timeout)
+	}
+	return nil
+}
+
+// closeAndCheck closes p and checks the release accounting.
+func closeAndCheck(t testing.TB, p *poller.Poller) {
+	t.Helper()
+	if err := closeWithin(t, p); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Errorf("Done not closed after Close returned")
+	}
+	st := p.Stats()
+	if st.Live != 0 || st.ReleasedNotFree != 0 || st.Releases != st.Added || st.Deleted != st.Added {
+		t.Errorf("after Close: Added %d Deleted %d Releases %d Live %d ReleasedNotFree %d; want every registration deleted and released once",
+			st.Added, st.Deleted, st.Releases, st.Live, st.ReleasedNotFree)
+	}
+}
+
+func newEventfd(t testing.TB) int {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatalf("eventfd: %v", err)
+	}
+	return fd
+}
+
+func newPipe(t testing.TB) (r, w int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatalf("pipe2: %v", err)
+	}
+	return p[0], p[1]
+}
+
+func newSocketpair(t testing.TB) (a, b int) {
+	t.Helper()
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socketpair: %v", err)
+	}
+	return p[0], p[1]
+}
+
+// newTCPPair returns an accepted loopback TCP connection and its client
+// end, both non-blocking, made with raw system calls (not package net, so
+// that the runtime's own poller stays out of the fd accounting).
+func newTCPPair(t testing.TB) (accepted, client int) {
+	t.Helper()
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	defer unix.Close(l)
+	if err := unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	if err := unix.Listen(l, 1); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	sa, err := unix.Getsockname(l)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	if err := unix.Connect(c, sa); err != nil {
+		unix.Close(c)
+		t.Fatalf("connect: %v", err)
+	}
+	a, _, err := unix.Accept4(l, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	if err != nil {
+		unix.Close(c)
+		t.Fatalf("accept4: %v", err)
+	}
+	if err := unix.SetNonblock(c, true); err != nil {
+		t.Fatalf("set nonblock: %v", err)
+	}
+	return a, c
+}
+
+// isOpen reports whether fd is open (fcntl F_GETFD succeeds).
+func isOpen(fd int) error {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err
+}
+
+// writeEventfd adds n to an eventfd counter.
+func writeEventfd(t testing.TB, fd int, n uint64) {
+	t.Helper()
+	var b [8]byte
+	putU64(b[:], n)
+	if _, err := unix.Write(fd, b[:]); err != nil {
+		t.Errorf("write eventfd %d: %v", fd, err)
+	}
+}
+
+// readEventfd reads and resets an eventfd counter; 0 if it was not
+// readable.
+func readEventfd(fd int) uint64 {
+	var b [8]byte
+	n, err := unix.Read(fd, b[:])
+	if err != nil || n != 8 {
+		return 0
+	}
+	return getU64(b[:])
+}
+
+func putU64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i)) // little-endian: the hosts this runs on
+	}
+}
+
+func getU64(b []byte) uint64 {
+	var v uint64
+	for i := range 8 {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+// readAll reads fd until EAGAIN, EOF or an error and returns the bytes.
+func readAll(fd int) (data []byte, eof bool) {
+	var buf [4096]byte
+	for {
+		n, err := unix.Read(fd, buf[:])
+		if n > 0 {
+			data = append(data, buf[:n]...)
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		return data, err == nil && n == 0
+	}
+}
+
+// wait waits for ch to be closed or to yield a value.
+func wait[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("%s: not within %v", what, timeout)
+	}
+	var zero T
+	return zero
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// barrier calls p.Barrier with the standard timeout.
+func barrier(t testing.TB, p *poller.Poller) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := p.Barrier(ctx); err != nil {
+		t.Fatalf("Barrier: %v", err)
+	}
+}
+
+// curGoid returns the calling goroutine's id.
+func curGoid() int64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseInt(string(b), 10, 64)
+	return id
+}
+
+// roundTrip checks that p still works: an eventfd is added, delivers an
+// event, is deleted and released.
+func roundTrip(t testing.TB, p *poller.Poller) {
+	t.Helper()
+	fd := newEventfd(t)
+	got := make(chan uint64, 4)
+	rel := make(chan poller.Released, 1)
+	h, err := p.Add(poller.Registration{
+		FD: fd, Events: poller.Readable, CloseFD: true,
+		OnEvent:   func(e poller.Event) { got <- readEventfd(e.FD) },
+		OnRelease: func(r poller.Released) { rel <- r },
+	})
+	if err != nil {
+		unix.Close(fd)
+		t.Fatalf("round trip: Add: %v", err)
+	}
+	writeEventfd(t, fd, 7)
+	if v := wait(t, got, "round trip: event"); v != 7 {
+		t.Errorf("round trip: read %d, want 7", v)
+	}
+	if err := p.Delete(h); err != nil {
+		t.Fatalf("round trip: Delete: %v", err)
+	}
+	if r := wait(t, rel, "round trip: release"); r.Handle != h || r.Reason != poller.Deleted {
+		t.Errorf("round trip: released %+v, want handle %v reason deleted", r, h)
+	}
+	barrier(t, p)
+}
