@@ -404,6 +404,10 @@ func (p *Poller) forgetFD(fd int, h Handle) {
 
 // retire hands a claimed slot to the reclaimer.
 func (p *Poller) retire(s *slot, h Handle) {
+	if mutation == mutNoGrace {
+		go p.release(s, h)
+		return
+	}
 	if err := p.rec.Retire(func() { p.release(s, h) }); err != nil {
 		// Only after the reclaimer closed, when the waiters are gone:
 		// no grace period is needed.
@@ -518,11 +522,27 @@ func (p *Poller) run(w *waiter) {
 	}
 }
 
+// validate is the one validating load after Online: generation and
+// lifecycle read together, so the slot cannot be released and reused
+// between two reads. It returns the word it read.
+func validate(s *slot, gen uint32) (uint64, bool) {
+	v := s.state.Load()
+	switch mutation {
+	case mutTwoLoads:
+		g := genOf(v)
+		runtime.Gosched() // widen the window the second load opens
+		v = s.state.Load()
+		return v, g == gen && v&stMask == stActive
+	case mutNoValidate:
+		return v, true
+	}
+	return v, genOf(v) == gen && v&stMask == stActive
+}
+
 // dispatchOwned runs an event on the registration's own waiter (PerWaiter).
 // It reports false for a stale event.
 func (p *Poller) dispatchOwned(w *waiter, s *slot, h Handle, e Events) bool {
-	// The one validating load: generation and lifecycle together.
-	if s.state.Load() != word(h.Gen(), stActive) {
+	if _, ok := validate(s, h.Gen()); !ok {
 		return false
 	}
 	if e&(HangUp|Error) != 0 {
@@ -541,8 +561,8 @@ func (p *Poller) dispatchOwned(w *waiter, s *slot, h Handle, e Events) bool {
 func (p *Poller) dispatchShared(w *waiter, s *slot, h Handle, e Events) bool {
 	gen := h.Gen()
 	for {
-		v := s.state.Load()
-		if genOf(v) != gen || v&stMask != stActive {
+		v, ok := validate(s, gen)
+		if !ok {
 			return false
 		}
 		if v&bitRunning != 0 {

@@ -1,0 +1,5 @@
+//go:build !gracepoll_mutation
+
+package poller
+
+const mutation = mutNone
