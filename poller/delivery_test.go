@@ -40,8 +40,8 @@ func TestFDAccounting(t *testing.T) {
 		if opts.Topology == poller.PerWaiter {
 			sets = opts.Waiters
 		}
-		if got, want := countFDs(t), before+1+sets; got != want {
-			t.Errorf("after New: %d fds open, want %d (one eventfd and %d epoll fds more)", got, want, sets)
+		if got, want := countFDs(t), before+1+2*sets; got != want {
+			t.Errorf("after New: %d fds open, want %d (a wake eventfd, and %d epoll fds and timer mailbox eventfds more)", got, want, sets)
 		}
 		var owned, mine []int
 		for i := range 4 {
@@ -187,7 +187,13 @@ func testDelivery(t *testing.T, opts poller.Options, kind fdKind, trig poller.Ev
 	if len(events) == 0 {
 		t.Fatal("no events")
 	}
-	if want := (poller.Released{Handle: h, FD: rd, Waiter: wantWaiter, Reason: poller.Deleted}); r != want {
+	if opts.Topology == poller.Shared {
+		wantWaiter = events[len(events)-1].Waiter // the last to dispatch it
+	}
+	if r.Registration.Events != uint64(len(events)) || r.WaiterStats.Index != wantWaiter || r.WaiterStats.Events == 0 {
+		t.Errorf("released with %+v and waiter %+v, want %d events and waiter %d's stats", r.Registration, r.WaiterStats, len(events), wantWaiter)
+	}
+	if want := (poller.Released{Handle: h, FD: rd, Waiter: wantWaiter, Reason: poller.Deleted}); basicRelease(r) != want {
 		t.Errorf("released %+v, want %+v", r, want)
 	}
 	if err := isOpen(rd); err != unix.EBADF {

@@ -210,8 +210,8 @@ func TestBadOptions(t *testing.T) {
 			continue
 		}
 		roundTrip(t, p)
-		if st := p.Stats(); st.Waiters != o.Waiters {
-			t.Errorf("Stats.Waiters = %d, want %d", st.Waiters, o.Waiters)
+		if st := p.Stats(); len(st.Waiters) != o.Waiters {
+			t.Errorf("len(Stats.Waiters) = %d, want %d", len(st.Waiters), o.Waiters)
 		}
 		closeAndCheck(t, p)
 	}

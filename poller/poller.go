@@ -40,6 +40,7 @@ package poller
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -146,11 +147,28 @@ type Options struct {
 	// LockOSThread wires each waiter goroutine to its own OS thread.
 	LockOSThread bool
 	// OnPanic, if set, is called with the handle, the recovered value and
-	// the stack of a panic in OnEvent or OnRelease. When nil the panic is
-	// logged with slog.Default. Either way the poller goes on, and a
-	// registration whose OnEvent panicked is deleted.
+	// the stack of a panic in OnEvent, OnRelease or a timer function.
+	// When nil the panic is logged to Logger. Either way the poller goes
+	// on, and a registration whose OnEvent panicked is deleted.
 	OnPanic func(h Handle, value any, stack []byte)
+	// Logger receives the watchdog's reports and unhandled panics; nil
+	// means slog.Default().
+	Logger *slog.Logger
+	// ReleaseWatchdog reports, once per registration, a release pending
+	// longer than this, and what holds it (waiters yet to pass a quiescent
+	// point, or holds). It never releases early. 0 means 10 s; negative
+	// disables the watchdog.
+	ReleaseWatchdog time.Duration
+	// TimeHandlers measures every OnEvent call, for
+	// RegistrationStats.HandlerTime: one clock read per event, a few
+	// percent of dispatch on VMs with a slow clock source. Per-waiter
+	// processing and waiting times are always measured, per batch.
+	TimeHandlers bool
 }
+
+// DefaultReleaseWatchdog is the watchdog threshold when
+// Options.ReleaseWatchdog is 0.
+const DefaultReleaseWatchdog = 10 * time.Second
 
 // Events is a set of epoll event bits.
 type Events uint32
@@ -168,6 +186,10 @@ const (
 
 // registrable are the bits a Registration may ask for.
 const registrable = Readable | Priority | Writable | Error | HangUp | ReadHangUp | EdgeTriggered
+
+// timerDue is an internal event bit, unused by epoll, that asks the
+// dispatching waiter to run a registration's fired timers.
+const timerDue Events = 1 << 27
 
 // String lists the bits, such as "Readable|Writable".
 func (e Events) String() string {
@@ -231,7 +253,22 @@ type Registration struct {
 	// CloseFD hands the fd to the poller, which closes it after OnRelease
 	// returns. Until then the fd number cannot be registered again.
 	CloseFD bool
+	// Waiter chooses the owning waiter in the PerWaiter topology: the one
+	// with the fewest attached registrations (the zero value), or
+	// OnWaiter(i). It is ignored with Shared.
+	Waiter WaiterChoice
 }
+
+// WaiterChoice picks a registration's waiter; the zero value is
+// LeastLoaded.
+type WaiterChoice int
+
+// LeastLoaded assigns a registration to the waiter with the fewest
+// attached registrations, as Zap assigns endpoints to IO threads.
+const LeastLoaded WaiterChoice = 0
+
+// OnWaiter names waiter i (0-based).
+func OnWaiter(i int) WaiterChoice { return WaiterChoice(i + 1) }
 
 // Event is one readiness report for a registration.
 type Event struct {
@@ -241,12 +278,42 @@ type Event struct {
 	Waiter int // index of the waiter dispatching it
 }
 
-// Released tells OnRelease which registration ended and why.
+// Released tells OnRelease which registration ended and why. The
+// registration is still attached to its waiter while OnRelease runs: the
+// waiter's statistics are a snapshot taken just before the call.
 type Released struct {
 	Handle Handle
 	FD     int
-	Waiter int    // the waiter the registration belonged to (PerWaiter), or -1
-	Reason Reason // why it was released
+	// Waiter is the waiter the registration belonged to (PerWaiter), or
+	// the last one that dispatched it (Shared); -1 if none did.
+	Waiter       int
+	Reason       Reason            // why it was released
+	Registration RegistrationStats // its own counters, final
+	WaiterStats  WaiterStats       // Waiter's, if Waiter >= 0
+}
+
+// RegistrationStats are one registration's own counters.
+type RegistrationStats struct {
+	Events      uint64        `json:"events"`       // OnEvent calls
+	BytesIn     uint64        `json:"bytes_in"`     // as reported with CountBytes
+	BytesOut    uint64        `json:"bytes_out"`    // as reported with CountBytes
+	HandlerTime time.Duration `json:"handler_time"` // in OnEvent; needs Options.TimeHandlers
+	Age         time.Duration `json:"age"`          // since Add
+}
+
+// Info describes a registration that is live, or released and not yet
+// freed: the disconnect path can still read its waiter and counters.
+type Info struct {
+	Handle Handle `json:"handle"`
+	FD     int    `json:"fd"`
+	// Registered: in epoll, events still delivered. False once released.
+	Registered bool `json:"registered"`
+	// Attached: counted in its waiter's Attached; true until its
+	// OnRelease has returned.
+	Attached     bool              `json:"attached"`
+	Waiter       int               `json:"waiter"` // as in Released
+	Registration RegistrationStats `json:"registration"`
+	WaiterStats  WaiterStats       `json:"waiter_stats"` // Waiter's, if Waiter >= 0
 }
 
 // Reason says why a registration was released.
@@ -279,10 +346,44 @@ func (r Reason) String() string {
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
 
-// Stats is a snapshot of a poller's counters. Counters are read one at a
-// time while the poller runs, so they may be skewed by in-flight work.
+// WaiterStats are one waiter's statistics, in the manner of Zap's
+// thread_stats. Counters are totals since New; Utilisation covers the
+// window since New or the last ResetStats.
+type WaiterStats struct {
+	Index      int           `json:"index"`
+	Name       string        `json:"name"`
+	TID        int           `json:"tid,omitempty"` // OS thread id, with Options.LockOSThread
+	Attached   int64         `json:"attached"`      // registrations it owns (PerWaiter)
+	Events     uint64        `json:"events"`        // OnEvent calls
+	Wakeups    uint64        `json:"wakeups"`       // epoll_wait returns
+	Stale      uint64        `json:"stale"`         // events dropped by validation
+	Waiting    time.Duration `json:"waiting"`       // in epoll_wait
+	Processing time.Duration `json:"processing"`    // everything else
+	// Utilisation is processing / (processing + waiting) over Window, or
+	// -1 when the window holds no time yet.
+	Utilisation float64       `json:"utilisation"`
+	Window      time.Duration `json:"window"`
+	// Holding counts releases waiting for this waiter's next quiescent
+	// point; GracePeriods the quiescent points at which it let releases
+	// through.
+	Holding      int64  `json:"holding"`
+	GracePeriods uint64 `json:"grace_periods"`
+}
+
+// Latency summarises release latencies (Delete to the start of the
+// release) over the stats window.
+type Latency struct {
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+	Max     time.Duration `json:"max"`
+	Samples int           `json:"samples"`
+}
+
+// Stats is a snapshot of a poller's statistics. Each waiter's counters are
+// read together, waiter by waiter, while the poller runs: totals may be
+// skewed by work in flight, never torn.
 type Stats struct {
-	Waiters         int           `json:"waiters"`
+	Waiters         []WaiterStats `json:"waiters"`
 	Live            int64         `json:"live"`              // registrations active now
 	ReleasedNotFree int64         `json:"released_not_free"` // deleted, release not yet done
 	Added           uint64        `json:"added"`
@@ -292,5 +393,11 @@ type Stats struct {
 	Stale           uint64        `json:"stale"`    // events dropped by validation
 	Wakeups         uint64        `json:"wakeups"`  // epoll_wait returns
 	Panics          uint64        `json:"panics"`
-	Reclaim         reclaim.Stats `json:"reclaim"`
+	// ReleaseLatency covers releases since New or the last ResetStats.
+	ReleaseLatency Latency `json:"release_latency"`
+	// OldestPending is the age of the oldest released-but-not-free
+	// registration, 0 if none.
+	OldestPending time.Duration `json:"oldest_pending"`
+	Window        time.Duration `json:"window"`
+	Reclaim       reclaim.Stats `json:"reclaim"`
 }

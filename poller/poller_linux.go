@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 	"golang.org/x/sys/unix"
@@ -21,9 +22,13 @@ import (
 	"github.com/gracepoll/gracepoll/reclaim/epoch"
 )
 
-// wakeHandle marks the eventfd that Close writes to wake every waiter. Its
-// generation is 0, which no registration has.
-const wakeHandle = Handle(math.MaxUint32)
+// Reserved handles, of generation 0, which no registration has: the
+// eventfd that Close writes to wake every waiter, and each epoll set's
+// mailbox eventfd, which says fired timers are waiting.
+const (
+	wakeHandle = Handle(math.MaxUint32)
+	mailHandle = Handle(math.MaxUint32 - 1)
+)
 
 // Poller runs waiter goroutines on epoll. Its methods are safe for
 // concurrent use.
@@ -54,20 +59,54 @@ type Poller struct {
 	releasing *xsync.MapOf[int64, int]
 
 	added, deleted, releases, panics *xsync.Counter
+
+	base     time.Time // the clock's origin for every *At field
+	logger   *slog.Logger
+	mail     []mailbox // one per epoll set
+	latency  latencyWindow
+	ctx      context.Context // parent of registration contexts; cancelled at Close
+	cancel   context.CancelFunc
+	watchdog chan struct{} // closed to stop the watchdog
+	wdDone   chan struct{}
+
+	// statsMu guards the window baselines for utilisation.
+	statsMu     sync.Mutex
+	windowStart int64
+	baseWait    []int64
+	baseProc    []int64
+}
+
+// mailbox carries fired timers to the waiters of one epoll set.
+type mailbox struct {
+	efd int
+	mu  sync.Mutex
+	q   []posted
+}
+
+type posted struct {
+	s *slot
+	h Handle
 }
 
 // waiter is one waiter goroutine's state, padded against false sharing.
 // Its counters are written only by that goroutine, once per epoll_wait.
 type waiter struct {
 	id       int
+	set      int // index of its epoll set and mailbox
 	epfd     int
 	goid     atomic.Int64
+	tid      atomic.Int64
 	attached atomic.Int64 // registrations it owns (PerWaiter)
 	events   atomic.Uint64
 	calls    uint64 // OnEvent calls in the current batch; this goroutine only
 	stale    atomic.Uint64
 	wakeups  atomic.Uint64
-	_        [64]byte
+	waitNs   atomic.Int64 // total time in epoll_wait
+	procNs   atomic.Int64 // total time outside it
+	// phase is +t while waiting since t, -t while processing since t (ns
+	// since Poller.base), 0 once stopped: Stats adds the running phase.
+	phase atomic.Int64
+	_     [64]byte
 }
 
 // New validates opts, creates the epoll sets and starts the waiters.
@@ -87,7 +126,15 @@ func New(opts Options) (*Poller, error) {
 		releases:  xsync.NewCounter(),
 		panics:    xsync.NewCounter(),
 		wakefd:    -1,
+		base:      time.Now(),
+		logger:    opts.Logger,
+		watchdog:  make(chan struct{}),
+		wdDone:    make(chan struct{}),
 	}
+	if p.logger == nil {
+		p.logger = slog.Default()
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if opts.WaitTimeout > 0 {
 		p.timeoutMs = int((opts.WaitTimeout + 999_999) / 1_000_000)
 	}
@@ -106,14 +153,25 @@ func New(opts Options) (*Poller, error) {
 	if err := p.setup(); err != nil {
 		p.teardown()
 		p.rec.Close()
+		p.cancel()
 		return nil, err
 	}
+	p.baseWait = make([]int64, opts.Waiters)
+	p.baseProc = make([]int64, opts.Waiters)
 	p.wg.Add(opts.Waiters)
 	for i := range p.waiters {
 		go p.run(&p.waiters[i])
 	}
+	if opts.ReleaseWatchdog > 0 {
+		go p.watch()
+	} else {
+		close(p.wdDone)
+	}
 	return p, nil
 }
+
+// now is the poller's clock: nanoseconds since New, monotonic.
+func (p *Poller) now() int64 { return int64(time.Since(p.base)) }
 
 func normalize(o *Options) error {
 	bad := func(format string, a ...any) error {
@@ -130,6 +188,8 @@ func normalize(o *Options) error {
 		return bad("unknown Options.Topology %d", int(o.Topology))
 	case o.Reclaimer != PassBuck && o.Reclaimer != PassBuckClassic && o.Reclaimer != Epoch:
 		return bad("unknown Options.Reclaimer %d", int(o.Reclaimer))
+	case o.ReleaseWatchdog > MaxWaitTimeout*24:
+		return bad("Options.ReleaseWatchdog = %v, want at most %v", o.ReleaseWatchdog, MaxWaitTimeout*24)
 	case o.Reclaimer == PassBuckClassic && o.WaitTimeout == 0:
 		return bad("the classic pass-the-buck reclaimer needs Options.WaitTimeout > 0: a waiter blocked in epoll_wait forever never passes the buck")
 	}
@@ -138,6 +198,9 @@ func normalize(o *Options) error {
 	}
 	if o.MaxEvents == 0 {
 		o.MaxEvents = 128
+	}
+	if o.ReleaseWatchdog == 0 {
+		o.ReleaseWatchdog = DefaultReleaseWatchdog
 	}
 	return nil
 }
@@ -152,7 +215,11 @@ func (p *Poller) setup() error {
 	if p.opts.Topology == PerWaiter {
 		sets = p.opts.Waiters
 	}
-	for range sets {
+	p.mail = make([]mailbox, sets)
+	for i := range p.mail {
+		p.mail[i].efd = -1
+	}
+	for i := range sets {
 		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("poller: epoll_create1: %w", err)
@@ -163,12 +230,22 @@ func (p *Poller) setup() error {
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, p.wakefd, &ev); err != nil {
 			return fmt.Errorf("poller: register wake eventfd: %w", err)
 		}
+		mfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return fmt.Errorf("poller: eventfd: %w", err)
+		}
+		p.mail[i].efd = mfd
+		setData(&ev, mailHandle)
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, mfd, &ev); err != nil {
+			return fmt.Errorf("poller: register mailbox eventfd: %w", err)
+		}
 	}
 	p.waiters = make([]waiter, p.opts.Waiters)
 	for i := range p.waiters {
 		w := &p.waiters[i]
 		w.id = i
-		w.epfd = p.epfds[i%sets]
+		w.set = i % sets
+		w.epfd = p.epfds[w.set]
 	}
 	return nil
 }
@@ -182,6 +259,12 @@ func (p *Poller) teardown() {
 	if p.wakefd >= 0 {
 		unix.Close(p.wakefd)
 		p.wakefd = -1
+	}
+	for i := range p.mail {
+		if p.mail[i].efd >= 0 {
+			unix.Close(p.mail[i].efd)
+			p.mail[i].efd = -1
+		}
 	}
 }
 
@@ -234,6 +317,8 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 		return 0, fmt.Errorf("%w: nil OnEvent for fd %d", ErrInvalid, reg.FD)
 	case reg.Events&^registrable != 0:
 		return 0, fmt.Errorf("%w: unsupported event bits %v", ErrInvalid, reg.Events&^registrable)
+	case reg.Waiter < 0 || int(reg.Waiter) > len(p.waiters):
+		return 0, fmt.Errorf("%w: Registration.Waiter names waiter %d of %d", ErrInvalid, int(reg.Waiter)-1, len(p.waiters))
 	}
 	tok, err := p.enter()
 	if err != nil {
@@ -252,9 +337,14 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 	gen := genOf(s.state.Load())
 	h := makeHandle(idx, gen)
 	s.fd, s.closeFD, s.onEvent, s.onRelease = reg.FD, reg.CloseFD, reg.OnEvent, reg.OnRelease
+	s.addedAt = p.now()
 	s.waiter = -1
 	if p.opts.Topology == PerWaiter {
-		s.waiter = p.leastLoaded()
+		s.waiter = int(reg.Waiter) - 1
+		if reg.Waiter == LeastLoaded {
+			s.waiter = p.leastLoaded()
+		}
+		s.attached = true
 		p.waiters[s.waiter].attached.Add(1)
 	}
 	s.events.Store(uint32(reg.Events))
@@ -293,10 +383,19 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 	return h, nil
 }
 
+// clear resets a slot for its next registration. Only its owner touches
+// it: Add before publishing, or the release after the grace period.
 func (s *slot) clear() {
 	s.fd, s.closeFD, s.onEvent, s.onRelease = -1, false, nil, nil
-	s.waiter, s.reason = -1, Deleted
+	s.waiter, s.reason, s.attached, s.addedAt = -1, Deleted, false, 0
 	s.pend.Store(0)
+	s.lastWaiter.Store(-1)
+	s.nEvents.Store(0)
+	s.handlerNs.Store(0)
+	s.bytesIn.Store(0)
+	s.bytesOut.Store(0)
+	s.deletedAt.Store(0)
+	s.warned.Store(false)
 }
 
 // leastLoaded returns the waiter with the fewest registrations.
@@ -378,7 +477,9 @@ func (p *Poller) claim(s *slot, h Handle, why Reason) bool {
 		}
 		if s.state.CompareAndSwap(w, w&^stMask|stReleased) {
 			s.reason = why
+			s.deletedAt.Store(p.now())
 			p.deleted.Inc()
+			p.stopWork(s)
 			return true
 		}
 	}
@@ -415,11 +516,31 @@ func (p *Poller) retire(s *slot, h Handle) {
 	}
 }
 
-// release finishes a registration after its grace period: OnRelease, close
-// an owned fd, then bump the generation and recycle the slot.
+// release finishes a registration after its grace period: unless holds
+// remain (then the last one retires it again), it moves the slot to
+// freeing, runs OnRelease, closes an owned fd, detaches the registration
+// from its waiter, then bumps the generation and recycles the slot.
 func (p *Poller) release(s *slot, h Handle) {
+	for {
+		v := s.state.Load()
+		if holdsOf(v) > 0 {
+			if s.state.CompareAndSwap(v, v|bitWaitHolds) {
+				return
+			}
+			continue
+		}
+		if s.state.CompareAndSwap(v, v&^(stMask|bitWaitHolds)|stFreeing) {
+			break
+		}
+	}
+	p.latency.add(time.Duration(p.now() - s.deletedAt.Load()))
 	if s.onRelease != nil {
-		p.callRelease(s, Released{Handle: h, FD: s.fd, Waiter: s.waiter, Reason: s.reason})
+		r := Released{Handle: h, FD: s.fd, Reason: s.reason}
+		r.Waiter, r.Registration = p.regStats(s)
+		if r.Waiter >= 0 {
+			r.WaiterStats = p.waiterStats(r.Waiter)
+		}
+		p.callRelease(s, r)
 	}
 	if s.closeFD {
 		// Forget the number before closing it: once closed, the kernel
@@ -428,7 +549,7 @@ func (p *Poller) release(s *slot, h Handle) {
 		p.forgetFD(s.fd, h)
 		unix.Close(s.fd)
 	}
-	if s.waiter >= 0 {
+	if s.attached {
 		p.waiters[s.waiter].attached.Add(-1)
 	}
 	s.clear()
@@ -437,6 +558,22 @@ func (p *Poller) release(s *slot, h Handle) {
 		p.tab.recycle(h.Slot())
 	} // else: the generation would wrap; retire the slot for good
 	p.releases.Inc()
+}
+
+// regStats reads a slot's own counters and its waiter, for Released and
+// Info. The caller keeps the slot from being freed.
+func (p *Poller) regStats(s *slot) (int, RegistrationStats) {
+	w := s.waiter
+	if w < 0 {
+		w = int(s.lastWaiter.Load())
+	}
+	return w, RegistrationStats{
+		Events:      s.nEvents.Load(),
+		BytesIn:     s.bytesIn.Load(),
+		BytesOut:    s.bytesOut.Load(),
+		HandlerTime: time.Duration(s.handlerNs.Load()),
+		Age:         time.Duration(p.now() - s.addedAt),
+	}
 }
 
 func (p *Poller) callRelease(s *slot, r Released) {
@@ -458,7 +595,7 @@ func (p *Poller) reportPanic(h Handle, v any) {
 		p.opts.OnPanic(h, v, stack)
 		return
 	}
-	slog.Default().Error("poller: callback panicked", "handle", h.String(), "panic", fmt.Sprint(v), "stack", string(stack))
+	p.logger.Error("poller: callback panicked", "handle", h.String(), "panic", fmt.Sprint(v), "stack", string(stack))
 }
 
 // run is one waiter's loop.
@@ -469,12 +606,26 @@ func (p *Poller) run(w *waiter) {
 		defer runtime.UnlockOSThread()
 	}
 	w.goid.Store(goid())
+	if p.opts.LockOSThread {
+		w.tid.Store(int64(unix.Gettid()))
+	}
 	evs := make([]unix.EpollEvent, p.opts.MaxEvents)
+	// Time is read twice per epoll_wait, never per event (unless
+	// TimeHandlers): waiting is the call, processing everything else.
+	last := p.now()
+	w.phase.Store(-last)
+	defer w.phase.Store(0)
 	for {
 		// Offline is this waiter's quiescent point: it holds no event of
 		// the previous batch. It may run releases that completed here.
 		p.rec.Offline(w.id)
+		t := p.now()
+		w.procNs.Add(t - last)
+		w.phase.Store(t)
 		n, err := unix.EpollWait(w.epfd, evs, p.timeoutMs)
+		last = p.now()
+		w.waitNs.Add(last - t)
+		w.phase.Store(-last)
 		p.rec.Online(w.id)
 		if p.closing.Load() {
 			p.rec.Offline(w.id)
@@ -494,6 +645,10 @@ func (p *Poller) run(w *waiter) {
 		for i := range evs[:n] {
 			h := dataOf(&evs[i])
 			if h == wakeHandle {
+				continue
+			}
+			if h == mailHandle {
+				p.deliverTimers(w)
 				continue
 			}
 			s := p.lookup(h)
@@ -658,6 +813,12 @@ func (p *Poller) deleteFromWaiter(s *slot, h Handle, why Reason) {
 
 // callEvent runs OnEvent and reports whether it panicked.
 func (p *Poller) callEvent(w *waiter, s *slot, h Handle, e Events) (panicked bool) {
+	if e&timerDue != 0 {
+		p.runTimers(s, h)
+		if e &^= timerDue; e == 0 {
+			return false
+		}
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = true
@@ -665,6 +826,14 @@ func (p *Poller) callEvent(w *waiter, s *slot, h Handle, e Events) (panicked boo
 		}
 	}()
 	w.calls++
+	s.nEvents.Add(1)
+	if s.waiter < 0 {
+		s.lastWaiter.Store(int32(w.id))
+	}
+	if p.opts.TimeHandlers {
+		t := p.now()
+		defer func() { s.handlerNs.Add(p.now() - t) }()
+	}
 	s.onEvent(Event{Handle: h, FD: s.fd, Events: e, Waiter: w.id})
 	return false
 }
@@ -721,13 +890,14 @@ func (p *Poller) Done() <-chan struct{} { return p.done }
 
 func (p *Poller) shutdown() {
 	defer close(p.done)
-	p.ops.Lock() // wait for Add, Modify and Delete calls in flight
+	p.cancel()
+	p.ops.Lock() // wait for Add, Modify, Delete, Hold, AfterFunc in flight
 	//lint:ignore SA2001 the empty critical section is that fence
 	p.ops.Unlock()
-	var one [8]byte
-	one[0] = 1 // native-endian 1 on little-endian; any non-zero value wakes
-	unix.Write(p.wakefd, one[:])
+	signal(p.wakefd)
 	p.wg.Wait()
+	close(p.watchdog)
+	<-p.wdDone
 	p.rec.Close() // runs every pending release
 	for i := range p.tab.used() {
 		s := p.tab.get(i)
@@ -746,23 +916,9 @@ func (p *Poller) shutdown() {
 	p.teardown()
 }
 
-// Stats returns a snapshot of the counters.
-func (p *Poller) Stats() Stats {
-	st := Stats{
-		Waiters:  len(p.waiters),
-		Added:    uint64(p.added.Value()),
-		Deleted:  uint64(p.deleted.Value()),
-		Releases: uint64(p.releases.Value()),
-		Panics:   uint64(p.panics.Value()),
-		Reclaim:  p.rec.Stats(),
-	}
-	for i := range p.waiters {
-		w := &p.waiters[i]
-		st.Events += w.events.Load()
-		st.Stale += w.stale.Load()
-		st.Wakeups += w.wakeups.Load()
-	}
-	st.Live = int64(st.Added) - int64(st.Deleted)
-	st.ReleasedNotFree = int64(st.Deleted) - int64(st.Releases)
-	return st
+// signal adds to an eventfd: native-endian 1 on little-endian machines,
+// and non-zero, which is all a wake-up needs, elsewhere.
+func signal(efd int) {
+	one := [8]byte{1}
+	unix.Write(efd, one[:])
 }

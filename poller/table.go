@@ -1,16 +1,30 @@
 package poller
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The slot state word, one atomic uint64 per slot:
 //
 //	bits 63..32  generation; starts at 1, bumped when the slot is freed
+//	bits 31..8   holds: Hold calls (and internal reads) not yet released
+//	bit  4       waitHolds: the grace period is over; the last hold to go
+//	             retires the release again
 //	bit  3       pending: events arrived while a waiter ran OnEvent (Shared)
 //	bit  2       running: a waiter is running OnEvent (Shared)
-//	bits 1..0    lifecycle: free, active, released
+//	bits 1..0    lifecycle: free, active, released, freeing
+//
+// The lifecycle: Add makes a free slot active (registered in epoll and
+// attached to its waiter). Delete, a hang-up, a panicking handler or Close
+// makes it released: out of epoll, no more OnEvent, but its waiter and
+// counters still readable. After the grace period and the last hold, the
+// release makes it freeing (OnRelease runs, the owned fd is closed, the
+// registration is detached from its waiter), then free with the next
+// generation. "Registered" is the lifecycle; "attached" is a separate fact
+// (slot.attached), dropped only after OnRelease.
 //
 // A waiter validates an event with ONE atomic operation on this word:
 // generation and lifecycle are read together, so the slot cannot be released
@@ -20,13 +34,19 @@ import (
 // next run's first CAS), which the race detector can see and the kernel's
 // EPOLLONESHOT ordering it cannot.
 const (
-	stFree     uint64 = 0
-	stActive   uint64 = 1
-	stReleased uint64 = 2
-	stMask     uint64 = 3
-	bitRunning uint64 = 1 << 2
-	bitPending uint64 = 1 << 3
+	stFree       uint64 = 0
+	stActive     uint64 = 1
+	stReleased   uint64 = 2
+	stFreeing    uint64 = 3
+	stMask       uint64 = 3
+	bitRunning   uint64 = 1 << 2
+	bitPending   uint64 = 1 << 3
+	bitWaitHolds uint64 = 1 << 4
+	holdOne      uint64 = 1 << 8
+	holdMask     uint64 = (1<<24 - 1) << 8
 )
+
+func holdsOf(word uint64) uint64 { return (word & holdMask) >> 8 }
 
 func genOf(word uint64) uint32 { return uint32(word >> 32) }
 
@@ -48,9 +68,35 @@ type slot struct {
 	fd        int
 	waiter    int // owning waiter (PerWaiter), else -1
 	closeFD   bool
+	attached  bool   // counted in its waiter's Attached, until detached
 	reason    Reason // written by whoever won the CAS to released
 	onEvent   func(Event)
 	onRelease func(Released)
+	addedAt   int64 // ns since Poller.base
+
+	// Written by the dispatching waiter (one at a time), read by Info and
+	// the release: atomics, as Info may run on any goroutine.
+	lastWaiter atomic.Int32 // last waiter to dispatch it, -1 if none
+	nEvents    atomic.Uint64
+	handlerNs  atomic.Int64
+	bytesIn    atomic.Uint64
+	bytesOut   atomic.Uint64
+
+	deletedAt atomic.Int64 // ns since Poller.base, when it was released
+	warned    atomic.Bool  // the watchdog reported it
+
+	// Guarded by ctlMu: the registration's timers and context, stopped
+	// and cancelled when it is released.
+	timers []*regTimer
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// regTimer is one AfterFunc timer. fired is guarded by the slot's ctlMu.
+type regTimer struct {
+	t     *time.Timer
+	f     func()
+	fired bool
 }
 
 // Slots live in fixed chunks that never move, so a waiter can reach a slot
@@ -103,6 +149,7 @@ func (t *table) alloc() (uint32, bool) {
 		for k := range c {
 			c[k].state.Store(word(1, stFree))
 			c[k].waiter = -1
+			c[k].lastWaiter.Store(-1)
 		}
 		t.chunks[ci].Store(c)
 	}
