@@ -145,9 +145,12 @@ func (p *Poller) fire(s *slot, h Handle, rt *regTimer) {
 	s.ctlMu.Unlock()
 	mb := &p.mail[set]
 	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if mb.efd < 0 {
+		return // closed: the registration was released by Close
+	}
 	wasEmpty := len(mb.q) == 0
 	mb.q = append(mb.q, posted{s, h})
-	mb.mu.Unlock()
 	if wasEmpty {
 		signal(mb.efd)
 	}
@@ -158,8 +161,8 @@ func (p *Poller) fire(s *slot, h Handle, rt *regTimer) {
 func (p *Poller) deliverTimers(w *waiter) {
 	mb := &p.mail[w.set]
 	var buf [8]byte
-	unix.Read(mb.efd, buf[:])
 	mb.mu.Lock()
+	unix.Read(mb.efd, buf[:])
 	q := mb.q
 	mb.q = nil
 	mb.mu.Unlock()

@@ -261,10 +261,15 @@ func (p *Poller) teardown() {
 		p.wakefd = -1
 	}
 	for i := range p.mail {
-		if p.mail[i].efd >= 0 {
-			unix.Close(p.mail[i].efd)
-			p.mail[i].efd = -1
+		// Under the mailbox's mutex: a timer firing now must not write to
+		// a closed fd number, which the kernel may have reused.
+		mb := &p.mail[i]
+		mb.mu.Lock()
+		if mb.efd >= 0 {
+			unix.Close(mb.efd)
+			mb.efd = -1
 		}
+		mb.mu.Unlock()
 	}
 }
 
@@ -827,7 +832,7 @@ func (p *Poller) callEvent(w *waiter, s *slot, h Handle, e Events) (panicked boo
 	}()
 	w.calls++
 	s.nEvents.Add(1)
-	if s.waiter < 0 {
+	if s.waiter < 0 && s.lastWaiter.Load() != int32(w.id) {
 		s.lastWaiter.Store(int32(w.id))
 	}
 	if p.opts.TimeHandlers {
