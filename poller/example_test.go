@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -116,4 +117,77 @@ func ExamplePoller_Close() {
 	// released: closed
 	// <nil>
 	// true
+}
+
+// Add registers an fd; events arrive on a waiter goroutine, one at a time
+// per registration.
+func ExamplePoller_Add() {
+	p, _ := poller.New(poller.Options{Waiters: 2})
+	defer p.Close()
+	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	got := make(chan uint64, 1)
+	_, err := p.Add(poller.Registration{
+		FD:      efd,
+		Events:  poller.Readable,
+		CloseFD: true,
+		OnEvent: func(e poller.Event) {
+			var b [8]byte
+			unix.Read(e.FD, b[:])
+			got <- uint64(b[0])
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	unix.Write(efd, []byte{42, 0, 0, 0, 0, 0, 0, 0})
+	fmt.Println(<-got)
+	// Output: 42
+}
+
+// A timer runs on a waiter, never concurrently with the registration's
+// OnEvent; Delete stops it, however far out it was.
+func ExamplePoller_AfterFunc() {
+	p, _ := poller.New(poller.Options{})
+	defer p.Close()
+	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	h, _ := p.Add(poller.Registration{FD: efd, Events: poller.Readable, CloseFD: true, OnEvent: func(poller.Event) {}})
+	done := make(chan struct{})
+	p.AfterFunc(h, time.Millisecond, func() { fmt.Println("retry"); close(done) })
+	p.AfterFunc(h, 10*time.Minute, func() { fmt.Println("never") })
+	<-done
+	p.Delete(h) // stops the 10-minute timer; the release does not wait for it
+	p.Barrier(context.Background())
+	// Output: retry
+}
+
+// A hold keeps the fd open after Delete until the holder is done with it.
+func ExamplePoller_Hold() {
+	p, _ := poller.New(poller.Options{})
+	defer p.Close()
+	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	released := make(chan struct{})
+	h, _ := p.Add(poller.Registration{
+		FD: efd, Events: poller.Readable, CloseFD: true,
+		OnEvent:   func(poller.Event) {},
+		OnRelease: func(poller.Released) { close(released) },
+	})
+	unhold, _ := p.Hold(h)
+	p.Delete(h) // returns at once
+	unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // still our fd: held
+	fmt.Println("wrote while held")
+	unhold()
+	<-released
+	fmt.Println("released")
+	// Output:
+	// wrote while held
+	// released
+}
+
+// Stats renders per-waiter statistics as a table.
+func ExamplePoller_Stats() {
+	p, _ := poller.New(poller.Options{Waiters: 2, Topology: poller.PerWaiter})
+	defer p.Close()
+	p.ResetStats()
+	fmt.Print(p.Stats())
 }
