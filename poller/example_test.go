@@ -173,7 +173,7 @@ func ExamplePoller_Hold() {
 		OnRelease: func(poller.Released) { close(released) },
 	})
 	unhold, _ := p.Hold(h)
-	p.Delete(h) // returns at once
+	p.Delete(h)                                     // returns at once
 	unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // still our fd: held
 	fmt.Println("wrote while held")
 	unhold()
