@@ -1,0 +1,24 @@
+module github.com/gracepoll/gracepoll/bench/peers
+
+go 1.26.0
+
+replace github.com/gracepoll/gracepoll => ../..
+
+require (
+	github.com/cloudwego/netpoll v0.7.2
+	github.com/gracepoll/gracepoll v0.0.0-00010101000000-000000000000
+	github.com/panjf2000/gnet/v2 v2.9.7
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	github.com/bytedance/gopkg v0.1.1 // indirect
+	github.com/cloudwego/gopkg v0.1.4 // indirect
+	github.com/panjf2000/ants/v2 v2.11.3 // indirect
+	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	go.uber.org/zap v1.27.0 // indirect
+	golang.org/x/sync v0.11.0 // indirect
+	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
+)

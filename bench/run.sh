@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bench/run.sh: run gracepoll's benchmark suite and write docs/benchmarks.md.
+#
+# Runs the root module's benchmarks (./bench/...) and the nested module's
+# echo-server comparison (bench/peers), tees the raw `go test -bench` output
+# (benchstat-compatible) to bench/results/raw.txt, then generates
+# docs/benchmarks.md from that file alone with bench/cmd/benchreport.
+#
+# The dispatch variants and echo benchmarks, whose figures are ratios
+# between variants, run in ROUNDS interleaved rounds and the report takes medians: on
+# a shared, noisy machine a burst of outside load then hits one round of
+# every variant rather than every round of one. About 5 minutes on 2 cores.
+#
+# Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s),
+# OTHER_TIME (300ms), LATENCY_N (2000 deletes per latency case).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DISPATCH_TIME=${DISPATCH_TIME:-200ms}
+ECHO_TIME=${ECHO_TIME:-1s}
+OTHER_TIME=${OTHER_TIME:-300ms}
+LATENCY_N=${LATENCY_N:-2000}
+
+results=$PWD/bench/results
+mkdir -p "$results"
+raw=$results/raw.txt
+meta=$results/meta.txt
+: >"$raw"
+: >"$meta"
+
+# topcpu names the three busiest processes right now, to say what else was
+# competing for the CPU.
+topcpu() {
+	top -bn1 -o %CPU 2>/dev/null | awk 'NR>7 && NF>=12 {printf "%s%s %s%%", sep, $12, $9; sep=", "; if (++n==3) exit}'
+}
+
+began=$(date +%s)
+{
+	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "nproc: $(nproc)"
+	echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "kernel: $(uname -sr)"
+	echo "go: $(go version)"
+	echo "commit: $(git describe --always --dirty 2>/dev/null || echo "${GRACEPOLL_COMMIT:-unknown}")"
+	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (busiest processes: $(topcpu))"
+} >>"$meta"
+load_before=$(cut -d' ' -f1 /proc/loadavg)
+
+# run records a command in the meta file and tees its output to raw.txt.
+run() {
+	echo "command: $*" >>"$meta"
+	echo "+ $*" >&2
+	"$@" 2>&1 | tee -a "$raw"
+}
+
+# run_peers runs a command in the nested module bench/peers.
+run_peers() {
+	echo "command: (cd bench/peers && $*)" >>"$meta"
+	echo "+ (cd bench/peers && $*)" >&2
+	(cd bench/peers && "$@") 2>&1 | tee -a "$raw"
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+	echo "== round $round of $ROUNDS" >&2
+	run go test -run '^$' -bench '^BenchmarkDispatchVariants$' -benchtime="$DISPATCH_TIME" ./bench/...
+	run_peers go test -run '^$' -bench . -benchtime="$ECHO_TIME" ./...
+done
+run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
+run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...
+
+ended=$(date +%s)
+load_after=$(cut -d' ' -f1 /proc/loadavg)
+{
+	echo "load after: $(cut -d' ' -f1-3 /proc/loadavg) (busiest processes: $(topcpu))"
+	echo "runtime: $((ended - began)) s for the benchmarks above"
+	# Other work on the machine during the run is worth saying in the
+	# report itself: a 1-minute load of half the cores or more, before or
+	# after (the run itself keeps about one core busy).
+	if awk -v a="$load_before" -v b="$load_after" -v n="$(nproc)" 'BEGIN {exit !(a >= n/2 || b - 1 >= n/2)}'; then
+		echo "note: other processes competed for the CPU (1-minute load $load_before before the run, $load_after after it, on $(nproc) cores; busiest at the end: $(topcpu)). Absolute figures are noisy; compare the ratios, which set neighbours in time against each other, and the rounds in the raw output."
+	fi
+} >>"$meta"
+
+go run ./bench/cmd/benchreport -raw "$raw" -meta "$meta" -out docs/benchmarks.md
+echo "wrote docs/benchmarks.md; raw output in $raw" >&2

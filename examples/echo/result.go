@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/gracepoll/gracepoll/poller"
+)
+
+// result is what a run measured, client side and server side.
+type result struct {
+	Elapsed time.Duration // how long the load ran
+	Msgs    uint64        // replies received and checked
+	Size    int           // message size
+
+	// Client side.
+	Opened, Closed, Reopened uint64 // connections; Reopened counts churn
+	Mismatches               uint64 // replies that differ from their request
+	CrossedBytes             uint64 // reply bytes that belong to another connection
+	Errors                   uint64 // dial, read or write errors, timeouts
+	FirstError               string // the first of them, to say what went wrong
+
+	// Server side.
+	Accepted, Released uint64          // connection registrations added and released
+	Unreleased         int64           // registrations of closed connections still not released before Close
+	Latency            []time.Duration // Delete to OnRelease, one per connection deleted while the load ran
+	StopLatency        []time.Duration // the same for the burst of closes when the load stopped
+	Stats              poller.Stats    // the poller's counters just before Close
+}
+
+// correct reports whether every reply matched its request, no bytes crossed
+// connections, no connection failed, every connection the client closed was
+// released without waiting for Close, and every registration was released
+// exactly once.
+func (r result) correct() bool {
+	return r.Msgs > 0 && r.Mismatches == 0 && r.CrossedBytes == 0 && r.Errors == 0 &&
+		r.Unreleased == 0 && r.Accepted == r.Released
+}
+
+// percentile returns the q-quantile (0 < q <= 1) of sorted samples, by the
+// nearest-rank method, or 0 without samples.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// summary writes the end-of-run report.
+func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
+	secs := r.Elapsed.Seconds()
+	fmt.Fprintf(w, "\nsummary: %.1fs, %d waiters, %v topology, %v reclaimer, epoll_wait timeout %v\n",
+		secs, len(r.Stats.Waiters), opts.Topology, opts.Reclaimer, timeoutText(opts.WaitTimeout))
+	fmt.Fprintf(w, "  messages:         %d of %d bytes, %.0f msgs/s\n", r.Msgs, r.Size, float64(r.Msgs)/secs)
+	fmt.Fprintf(w, "  connections:      %d opened, %d closed by the client (%d reopened by churn, %.1f/s); server accepted %d, released %d\n",
+		r.Opened, r.Closed, r.Reopened, float64(r.Reopened)/secs, r.Accepted, r.Released)
+	if lat := sorted(r.Latency); len(lat) > 0 {
+		fmt.Fprintf(w, "  release latency:  p50 %v, p99 %v, max %v (Delete to OnRelease, %d deletes while the load ran)\n",
+			round(percentile(lat, 0.50)), round(percentile(lat, 0.99)), round(lat[len(lat)-1]), len(lat))
+	} else {
+		fmt.Fprintf(w, "  release latency:  no connection was deleted while the load ran (try -churn or a longer -duration)\n")
+	}
+	if lat := sorted(r.StopLatency); len(lat) > 0 {
+		// When the load stops every connection closes at once, and the
+		// releases of one grace period run one after another (each closes
+		// its socket), so the last of a batch waits for the others.
+		fmt.Fprintf(w, "                    at stop: p50 %v, p99 %v (%d connections closed at once)\n",
+			round(percentile(lat, 0.50)), round(percentile(lat, 0.99)), len(lat))
+	}
+	fmt.Fprintf(w, "  stale events:     %d dropped by validation (events for registrations already deleted)\n", r.Stats.Stale)
+	if r.Errors > 0 {
+		fmt.Fprintf(w, "  client errors:    %d (first: %s)\n", r.Errors, r.FirstError)
+	}
+	if r.correct() {
+		fmt.Fprintf(w, "correctness: OK: every reply matched its request (%d replies); 0 bytes crossed connections\n", r.Msgs)
+		return
+	}
+	fmt.Fprintf(w, "correctness: FAILED: %d replies, %d mismatched, %d bytes crossed connections, %d client errors, "+
+		"%d closed connections not released until Close, %d registrations accepted and %d released\n",
+		r.Msgs, r.Mismatches, r.CrossedBytes, r.Errors, r.Unreleased, r.Accepted, r.Released)
+}
+
+func sorted(d []time.Duration) []time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s
+}
+
+func timeoutText(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+// round trims a latency to a readable precision.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	case d >= 10*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(100 * time.Nanosecond)
+}

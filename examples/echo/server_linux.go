@@ -1,0 +1,272 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gracepoll/gracepoll/poller"
+)
+
+// readBufSize is the most one handler run reads from a connection. Level-
+// triggered registrations fire again if more is waiting, so reading once per
+// event keeps one busy connection from starving the others on its waiter.
+const readBufSize = 64 << 10
+
+// server is an echo server on a poller: one registration for the listening
+// socket, one per accepted connection, all owned by the poller (CloseFD), so
+// a connection's fd is closed only after its release, never under a handler.
+type server struct {
+	p      *poller.Poller
+	lfd    int
+	addr   string
+	sndBuf int // SO_SNDBUF for accepted sockets, 0 for the default
+
+	// bufs holds one read buffer per waiter. A waiter runs one handler at
+	// a time, so the buffer indexed by Event.Waiter is never shared.
+	bufs [][]byte
+
+	open       atomic.Int64  // connection registrations not yet released
+	accepted   atomic.Uint64 // connection registrations added
+	released   atomic.Uint64 // connection registrations released
+	acceptErrs atomic.Uint64
+
+	latMu sync.Mutex
+	lat   []relLatency
+}
+
+// relLatency is one connection's Delete to OnRelease time, with the time of
+// the Delete (since start) so that the run's steady state can be told from
+// the burst of closes when the load stops.
+type relLatency struct {
+	at, d time.Duration
+}
+
+// conn is one connection's state. It lives in the closures of its
+// registration rather than in a table keyed by Handle: an event can be
+// dispatched before Add has returned the handle, so the state must exist
+// before Add, and the closure reaches it without a lookup or a lock. The
+// poller runs one registration's handlers one at a time, each happening
+// before the next, so out needs no lock of its own.
+type conn struct {
+	fd  int
+	out []byte // unsent reply bytes; while non-empty the server does not read
+
+	// deleted is the time of Delete in nanoseconds since start, 0 if the
+	// server did not delete the connection (hang-up, Close).
+	deleted atomic.Int64
+}
+
+// start is the reference for the deleted time stamps: a monotonic clock.
+var start = time.Now()
+
+// newServer listens on 127.0.0.1 on a free port and registers the listener.
+func newServer(opts poller.Options, sndBuf int) (*server, error) {
+	p, err := poller.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{p: p, lfd: -1, sndBuf: sndBuf}
+	n := len(p.Stats().Waiters)
+	s.bufs = make([][]byte, n)
+	for i := range s.bufs {
+		s.bufs[i] = make([]byte, readBufSize)
+	}
+	if err := s.listen(); err != nil {
+		p.Close()
+		if s.lfd >= 0 {
+			unix.Close(s.lfd)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *server) listen() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	s.lfd = fd
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fmt.Errorf("SO_REUSEADDR: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return fmt.Errorf("bind 127.0.0.1: %w", err)
+	}
+	if err := unix.Listen(fd, 4096); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return fmt.Errorf("getsockname: %w", err)
+	}
+	s.addr = fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
+	_, err = s.p.Add(poller.Registration{
+		FD:      fd,
+		Events:  poller.Readable,
+		CloseFD: true,
+		OnEvent: s.onAccept,
+	})
+	if err != nil {
+		return fmt.Errorf("register listener: %w", err)
+	}
+	s.lfd = -1 // the poller owns it now
+	return nil
+}
+
+// onAccept accepts every pending connection: the listener is level-
+// triggered, but draining the queue in one run saves a wake-up per accept.
+func (s *server) onAccept(e poller.Event) {
+	for {
+		fd, _, err := unix.Accept4(e.FD, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		switch err {
+		case nil:
+		case unix.EAGAIN:
+			return
+		case unix.EINTR, unix.ECONNABORTED:
+			continue
+		default:
+			// EMFILE and friends: the listener stays readable and the
+			// next event retries.
+			s.acceptErrs.Add(1)
+			return
+		}
+		// Small messages are answered at once, not coalesced.
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		if s.sndBuf > 0 {
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, s.sndBuf)
+		}
+		c := &conn{fd: fd}
+		// Count before Add: once added, the connection may be deleted
+		// and released before Add returns.
+		s.open.Add(1)
+		_, err = s.p.Add(poller.Registration{
+			FD:        fd,
+			Events:    poller.Readable,
+			CloseFD:   true,
+			OnEvent:   func(e poller.Event) { s.onConn(c, e) },
+			OnRelease: func(r poller.Released) { s.onRelease(c, r) },
+		})
+		if err != nil {
+			s.open.Add(-1)
+			s.acceptErrs.Add(1)
+			unix.Close(fd)
+			continue
+		}
+		s.accepted.Add(1)
+	}
+}
+
+// onConn echoes what the connection sent. While a reply is only partly
+// written the registration waits for Writable instead of Readable: the
+// server stops reading, which pushes back on the client, and keeps at most
+// one read buffer of output per connection.
+func (s *server) onConn(c *conn, e poller.Event) {
+	if e.Events&(poller.HangUp|poller.Error) != 0 {
+		// The poller has already claimed the registration and removed it
+		// from epoll; this is its final event. OnRelease drops the state.
+		return
+	}
+	if len(c.out) > 0 {
+		n, err := writeAll(c.fd, c.out)
+		c.out = c.out[:copy(c.out, c.out[n:])]
+		switch {
+		case err != nil && err != unix.EAGAIN:
+			s.drop(c, e.Handle)
+			return
+		case len(c.out) > 0:
+			return // still blocked; Writable stays armed
+		}
+		// Flushed: read again. Modify may fail only if the registration
+		// is gone (Close); then there is nothing left to do.
+		if s.p.Modify(e.Handle, poller.Readable) != nil {
+			return
+		}
+	}
+	buf := s.bufs[e.Waiter]
+	n, err := unix.Read(c.fd, buf)
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return // level-triggered: it fires again when there is data
+	case err != nil || n == 0:
+		s.drop(c, e.Handle) // peer closed, or reset
+		return
+	}
+	w, err := writeAll(c.fd, buf[:n])
+	switch {
+	case err != nil && err != unix.EAGAIN:
+		s.drop(c, e.Handle)
+	case w < n:
+		c.out = append(c.out[:0], buf[w:n]...)
+		if s.p.Modify(e.Handle, poller.Writable) != nil {
+			c.out = c.out[:0]
+		}
+	}
+}
+
+// writeAll writes b until it is all written or the socket would block, and
+// returns how much it wrote.
+func writeAll(fd int, b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(fd, b[done:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// drop deletes a connection's registration. The poller closes the fd after
+// OnRelease, once no waiter can hold an event for it.
+func (s *server) drop(c *conn, h poller.Handle) {
+	c.deleted.Store(int64(time.Since(start)))
+	if s.p.Delete(h) != nil {
+		c.deleted.Store(0) // already gone (Close): no latency to measure
+	}
+}
+
+// onRelease runs once per connection after its grace period. It records the
+// release latency of connections the server deleted.
+func (s *server) onRelease(c *conn, r poller.Released) {
+	if t := c.deleted.Load(); t != 0 && r.Reason == poller.Deleted {
+		at := time.Duration(t)
+		d := time.Since(start) - at
+		s.latMu.Lock()
+		s.lat = append(s.lat, relLatency{at, d})
+		s.latMu.Unlock()
+	}
+	s.open.Add(-1)
+	s.released.Add(1)
+}
+
+// latencies returns the release latencies of the deletes made before and
+// after the time stamp cut (since start).
+func (s *server) latencies(cut time.Duration) (before, after []time.Duration) {
+	s.latMu.Lock()
+	defer s.latMu.Unlock()
+	for _, l := range s.lat {
+		if l.at < cut {
+			before = append(before, l.d)
+		} else {
+			after = append(after, l.d)
+		}
+	}
+	return before, after
+}
+
+// close shuts the poller down: every registration still live is released
+// (Reason Closed) and its fd closed.
+func (s *server) close() {
+	s.p.Close()
+}
