@@ -69,15 +69,17 @@ var (
 type Topology int
 
 const (
+	// PerWaiter (the default) gives each waiter its own epoll set; a
+	// registration belongs to the waiter with the fewest registrations
+	// when it is added (or the one Registration.Waiter names), and only
+	// that waiter dispatches it, so serialisation is free: no re-arm, no
+	// atomic per event. It is what gnet and netpoll do with their loops.
+	PerWaiter Topology = iota
 	// Shared is one epoll set that every waiter waits on: any waiter may
-	// dispatch any registration. Per-registration serialisation costs an
-	// EPOLLONESHOT re-arm for level-triggered registrations, an atomic
-	// pending bit for edge-triggered ones.
-	Shared Topology = iota
-	// PerWaiter gives each waiter its own epoll set; a registration belongs
-	// to the waiter with the fewest registrations when it is added, and
-	// only that waiter dispatches it, so no re-arm is needed.
-	PerWaiter
+	// dispatch any registration, which balances uneven load. Serialisation
+	// costs an EPOLLONESHOT re-arm syscall per event for level-triggered
+	// registrations, an atomic pending bit for edge-triggered ones.
+	Shared
 )
 
 // String returns "shared" or "per-waiter".
@@ -129,8 +131,8 @@ const (
 )
 
 // Options configures a Poller. The zero value is a good default: GOMAXPROCS
-// waiters on one shared epoll set, blocking without timeout, pass-the-buck
-// reclamation.
+// waiters each on its own epoll set, blocking without timeout,
+// pass-the-buck reclamation.
 type Options struct {
 	// Waiters is the number of waiter goroutines; 0 means GOMAXPROCS.
 	Waiters int
@@ -140,7 +142,7 @@ type Options struct {
 	// MaxEvents is the number of events one epoll_wait may return; 0
 	// means 128.
 	MaxEvents int
-	// Topology is Shared (default) or PerWaiter.
+	// Topology is PerWaiter (default) or Shared.
 	Topology Topology
 	// Reclaimer selects the deferred reclaimer; default PassBuck.
 	Reclaimer ReclaimerKind

@@ -60,7 +60,7 @@ func defaultConfig() config {
 		Size:      64,
 		Churn:     0.10,
 		Duration:  10 * time.Second,
-		Topology:  "shared",
+		Topology:  "per-waiter",
 		Reclaimer: "passbuck",
 		tick:      time.Second,
 		ioTimeout: 5 * time.Second,
