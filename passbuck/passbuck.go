@@ -474,6 +474,12 @@ func (r *Reclaimer) dropWaiter(ch chan struct{}) {
 // Stats returns a snapshot of the counters. OldestAge is read from the
 // head of every list, one lock at a time.
 func (r *Reclaimer) Stats() reclaim.Stats {
+	// Completion first, then starts, then retirements: each is read before
+	// the one it cannot exceed, so Released <= Retired and Pending >= 0.
+	r.doneMu.Lock()
+	released, gps := r.released, r.gps
+	r.doneMu.Unlock()
+	started := r.started.Load()
 	var oldest int64 = -1
 	consider := func(b batch) {
 		if b.head != nil && (oldest < 0 || b.head.at < oldest) {
@@ -482,7 +488,7 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 	}
 	var retired uint64
 	parts := make([]reclaim.ParticipantStats, len(r.parts))
-	for k := range r.parts {
+	for k := len(r.parts) - 1; k >= 0; k-- {
 		p := &r.parts[k]
 		p.mu.Lock()
 		if k == 0 {
@@ -496,18 +502,12 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 	r.bgMu.Lock()
 	consider(r.bgQueue)
 	r.bgMu.Unlock()
-	r.doneMu.Lock()
-	released, gps := r.released, r.gps
-	r.doneMu.Unlock()
 	s := reclaim.Stats{
 		Retired:      retired,
 		Released:     released,
-		Pending:      int64(retired) - int64(r.started.Load()),
+		Pending:      int64(retired) - int64(started),
 		GracePeriods: gps,
 		Participants: parts,
-	}
-	if s.Pending < 0 {
-		s.Pending = 0 // a release started after retired was read
 	}
 	if oldest >= 0 {
 		s.OldestAge = max(time.Since(r.base)-time.Duration(oldest), 0)
