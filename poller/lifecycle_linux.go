@@ -317,7 +317,7 @@ func (p *Poller) waiterStatsLocked(i int, now int64, parts []reclaim.Participant
 	wait, proc := p.times(w, now)
 	ws := WaiterStats{
 		Index:       i,
-		Name:        fmt.Sprintf("waiter-%d", i),
+		Name:        w.name,
 		TID:         int(w.tid.Load()),
 		Attached:    w.attached.Load(),
 		Events:      w.events.Load(),

@@ -254,6 +254,8 @@ type Registration struct {
 	OnRelease func(Released)
 	// CloseFD hands the fd to the poller, which closes it after OnRelease
 	// returns. Until then the fd number cannot be registered again.
+	// Without it the fd stays the caller's, who must not close it before
+	// OnRelease starts (see Delete).
 	CloseFD bool
 	// Waiter chooses the owning waiter in the PerWaiter topology: the one
 	// with the fewest attached registrations (the zero value), or

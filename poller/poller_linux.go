@@ -92,6 +92,7 @@ type posted struct {
 // Its counters are written only by that goroutine, once per epoll_wait.
 type waiter struct {
 	id       int
+	name     string
 	set      int // index of its epoll set and mailbox
 	epfd     int
 	goid     atomic.Int64
@@ -244,6 +245,7 @@ func (p *Poller) setup() error {
 	for i := range p.waiters {
 		w := &p.waiters[i]
 		w.id = i
+		w.name = fmt.Sprintf("waiter-%d", i)
 		w.set = i % sets
 		w.epfd = p.epfds[w.set]
 	}
@@ -457,6 +459,12 @@ func (p *Poller) Modify(h Handle, events Events) error {
 // from any goroutine, OnEvent included. A second Delete, or a Delete of a
 // stale handle, returns ErrStale. If the caller closed the fd already, the
 // lifecycle still completes.
+//
+// An OnEvent call dispatched before Delete may still be running, or even
+// start, after Delete returns; every such call is over once OnRelease
+// starts. So close or reuse an fd you own (CloseFD false) only in or after
+// OnRelease, or hand it to the poller with CloseFD: otherwise that late
+// handler may read from whatever the kernel gives the number to next.
 func (p *Poller) Delete(h Handle) error {
 	tok, err := p.enter()
 	if err != nil {
@@ -525,7 +533,11 @@ func (p *Poller) retire(s *slot, h Handle) {
 // remain (then the last one retires it again), it moves the slot to
 // freeing, runs OnRelease, closes an owned fd, detaches the registration
 // from its waiter, then bumps the generation and recycles the slot.
-func (p *Poller) release(s *slot, h Handle) {
+func (p *Poller) release(s *slot, h Handle) { p.releaseOn(s, h, false) }
+
+// releaseOn is release; marked says the calling goroutine is already known
+// to be in a callback.
+func (p *Poller) releaseOn(s *slot, h Handle, marked bool) {
 	for {
 		v := s.state.Load()
 		if holdsOf(v) > 0 {
@@ -545,7 +557,7 @@ func (p *Poller) release(s *slot, h Handle) {
 		if r.Waiter >= 0 {
 			r.WaiterStats = p.waiterStats(r.Waiter)
 		}
-		p.callRelease(s, r)
+		p.callRelease(s, r, marked)
 	}
 	if s.closeFD {
 		// Forget the number before closing it: once closed, the kernel
@@ -581,10 +593,14 @@ func (p *Poller) regStats(s *slot) (int, RegistrationStats) {
 	}
 }
 
-func (p *Poller) callRelease(s *slot, r Released) {
-	id := goid()
-	p.releasing.Compute(id, func(n int, _ bool) (int, bool) { return n + 1, false })
-	defer p.releasing.Compute(id, func(n int, _ bool) (int, bool) { return n - 1, n == 1 })
+// callRelease runs OnRelease, with the goroutine marked as in a callback
+// unless the caller is already (the shutdown goroutine marks itself once).
+func (p *Poller) callRelease(s *slot, r Released, marked bool) {
+	if !marked {
+		id := goid()
+		p.releasing.Compute(id, func(n int, _ bool) (int, bool) { return n + 1, false })
+		defer p.releasing.Compute(id, func(n int, _ bool) (int, bool) { return n - 1, n == 1 })
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			p.reportPanic(r.Handle, v)
@@ -876,7 +892,8 @@ func (p *Poller) Barrier(ctx context.Context) error {
 
 // Close stops and joins every waiter, releases every registration (pending
 // and live ones, each exactly once), closes owned fds and the epoll sets.
-// It is idempotent. Called from OnEvent or OnRelease it starts the shutdown
+// It is idempotent. It does not wait for holds: a registration still held
+// is released when its last hold goes. Called from OnEvent or OnRelease it starts the shutdown
 // and returns without waiting for it, which would wait for itself; Done
 // reports when it has finished.
 func (p *Poller) Close() error {
@@ -903,6 +920,12 @@ func (p *Poller) shutdown() {
 	p.wg.Wait()
 	close(p.watchdog)
 	<-p.wdDone
+	// From here this goroutine runs releases (the reclaimer's pending ones,
+	// then every live registration's): mark it once as in a callback, so
+	// Close or Barrier from OnRelease does not wait for itself, instead
+	// of paying for a goroutine id per release.
+	me := goid()
+	p.releasing.Compute(me, func(n int, _ bool) (int, bool) { return n + 1, false })
 	p.rec.Close() // runs every pending release
 	for i := range p.tab.used() {
 		s := p.tab.get(i)
@@ -915,7 +938,7 @@ func (p *Poller) shutdown() {
 			if !s.closeFD {
 				p.forgetFD(s.fd, h)
 			}
-			p.release(s, h)
+			p.releaseOn(s, h, true)
 		}
 	}
 	p.teardown()
