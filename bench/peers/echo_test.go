@@ -5,6 +5,7 @@ package peers
 import (
 	"testing"
 
+	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -14,8 +15,10 @@ var servers = []struct {
 	name  string
 	start func() (Server, error)
 }{
-	{"gracepoll-shared", func() (Server, error) { return NewGracepollEcho(poller.Options{}) }},
-	{"gracepoll-per-waiter", func() (Server, error) { return NewGracepollEcho(poller.Options{Topology: poller.PerWaiter}) }},
+	// The examples/echo server itself: default options (per-waiter sets),
+	// and one shared set.
+	{"gracepoll-shared", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Shared}, 0) }},
+	{"gracepoll-per-waiter", func() (Server, error) { return echoserver.New(poller.Options{}, 0) }},
 	{"net", func() (Server, error) { return NewNetEcho() }},
 	{"gnet", func() (Server, error) { return NewGnetEcho() }},
 	{"netpoll", func() (Server, error) { return NewNetpollEcho() }},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -19,15 +20,15 @@ func run(cfg config, w io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	srv, err := newServer(opts, cfg.sndBuf)
+	srv, err := echoserver.New(opts, cfg.sndBuf)
 	if err != nil {
 		return result{}, err
 	}
 	if !cfg.Quiet {
 		fmt.Fprintf(w, "echo server on %s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
-			srv.addr, len(srv.bufs), opts.Topology, opts.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
+			srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, opts.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
 	}
-	g := newLoadgen(srv.addr, cfg)
+	g := newLoadgen(srv.Addr(), cfg)
 	began := time.Now()
 	g.start()
 
@@ -57,7 +58,7 @@ loop:
 				continue
 			}
 			msgs := g.msgs()
-			st := srv.p.Stats()
+			st := srv.Poller().Stats()
 			fmt.Fprintf(w, "[%5.1fs] %8.0f msgs/s  open %d  reopened %d  errors %d  mismatches %d | server: live %d  released-not-free %d  stale %d\n",
 				now.Sub(began).Seconds(), float64(msgs-lastMsgs)/now.Sub(lastAt).Seconds(),
 				g.opened.Load()-g.closed.Load(), g.reopened.Load(), g.errors.Load(), g.mismatches.Load(),
@@ -67,7 +68,7 @@ loop:
 		}
 	}
 	tick.Stop()
-	haltAt := time.Since(start) // deletes after this are the shutdown burst
+	haltAt := srv.Since() // deletes after this are the shutdown burst
 	g.halt()
 	elapsed := time.Since(began)
 
@@ -75,13 +76,13 @@ loop:
 	// closed must be released by the server's own Delete or the poller's
 	// hang-up path, not by Close (which would hide a leak).
 	settle := time.Now().Add(2 * time.Second)
-	for srv.open.Load() > 0 && time.Now().Before(settle) {
+	for srv.Open() > 0 && time.Now().Before(settle) {
 		time.Sleep(time.Millisecond)
 	}
-	unreleased := srv.open.Load()
-	st := srv.p.Stats()
-	srv.close()
-	during, atStop := srv.latencies(haltAt)
+	unreleased := srv.Open()
+	st := srv.Poller().Stats()
+	srv.Close()
+	during, atStop := srv.Latencies(haltAt)
 	res := result{
 		Elapsed:      elapsed,
 		Msgs:         g.msgs(),
@@ -93,8 +94,8 @@ loop:
 		CrossedBytes: g.crossed.Load(),
 		Errors:       g.errors.Load(),
 		FirstError:   g.firstError(),
-		Accepted:     srv.accepted.Load(),
-		Released:     srv.released.Load(),
+		Accepted:     srv.Accepted(),
+		Released:     srv.Released(),
 		Unreleased:   unreleased,
 		Latency:      during,
 		StopLatency:  atStop,

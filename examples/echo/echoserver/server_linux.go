@@ -1,6 +1,15 @@
 //go:build linux
 
-package main
+// Package echoserver is the echo server of examples/echo, built on
+// gracepoll's poller, in a package of its own so that the benchmarks in
+// bench/peers measure this very server against net, gnet and netpoll.
+//
+// Each accepted connection is a registration the poller owns (CloseFD), so
+// its fd is closed only after its release, never under a handler. Replies
+// that do not fit the socket buffer wait for Writable, pushing back on the
+// client. The server records the release latency (Delete to OnRelease) of
+// every connection it deletes.
+package echoserver
 
 import (
 	"fmt"
@@ -18,14 +27,14 @@ import (
 // event keeps one busy connection from starving the others on its waiter.
 const readBufSize = 64 << 10
 
-// server is an echo server on a poller: one registration for the listening
-// socket, one per accepted connection, all owned by the poller (CloseFD), so
-// a connection's fd is closed only after its release, never under a handler.
-type server struct {
+// Server is an echo server on a poller: one registration for the listening
+// socket, one per accepted connection.
+type Server struct {
 	p      *poller.Poller
 	lfd    int
 	addr   string
-	sndBuf int // SO_SNDBUF for accepted sockets, 0 for the default
+	sndBuf int       // SO_SNDBUF for accepted sockets, 0 for the default
+	start  time.Time // the reference of the latency time stamps
 
 	// bufs holds one read buffer per waiter. A waiter runs one handler at
 	// a time, so the buffer indexed by Event.Waiter is never shared.
@@ -62,16 +71,16 @@ type conn struct {
 	deleted atomic.Int64
 }
 
-// start is the reference for the deleted time stamps: a monotonic clock.
-var start = time.Now()
-
-// newServer listens on 127.0.0.1 on a free port and registers the listener.
-func newServer(opts poller.Options, sndBuf int) (*server, error) {
+// New starts a poller with opts, listens on 127.0.0.1 on a free port and
+// registers the listener. sndBuf sets SO_SNDBUF on accepted sockets (0
+// keeps the default); a small one makes nearly every large reply a partial
+// write, which tests use.
+func New(opts poller.Options, sndBuf int) (*Server, error) {
 	p, err := poller.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{p: p, lfd: -1, sndBuf: sndBuf}
+	s := &Server{p: p, lfd: -1, sndBuf: sndBuf, start: time.Now()}
 	n := len(p.Stats().Waiters)
 	s.bufs = make([][]byte, n)
 	for i := range s.bufs {
@@ -87,7 +96,7 @@ func newServer(opts poller.Options, sndBuf int) (*server, error) {
 	return s, nil
 }
 
-func (s *server) listen() error {
+func (s *Server) listen() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -122,7 +131,7 @@ func (s *server) listen() error {
 
 // onAccept accepts every pending connection: the listener is level-
 // triggered, but draining the queue in one run saves a wake-up per accept.
-func (s *server) onAccept(e poller.Event) {
+func (s *Server) onAccept(e poller.Event) {
 	for {
 		fd, _, err := unix.Accept4(e.FD, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch err {
@@ -167,7 +176,7 @@ func (s *server) onAccept(e poller.Event) {
 // written the registration waits for Writable instead of Readable: the
 // server stops reading, which pushes back on the client, and keeps at most
 // one read buffer of output per connection.
-func (s *server) onConn(c *conn, e poller.Event) {
+func (s *Server) onConn(c *conn, e poller.Event) {
 	if e.Events&(poller.HangUp|poller.Error) != 0 {
 		// The poller has already claimed the registration and removed it
 		// from epoll; this is its final event. OnRelease drops the state.
@@ -229,8 +238,8 @@ func writeAll(fd int, b []byte) (int, error) {
 
 // drop deletes a connection's registration. The poller closes the fd after
 // OnRelease, once no waiter can hold an event for it.
-func (s *server) drop(c *conn, h poller.Handle) {
-	c.deleted.Store(int64(time.Since(start)))
+func (s *Server) drop(c *conn, h poller.Handle) {
+	c.deleted.Store(int64(s.Since()))
 	if s.p.Delete(h) != nil {
 		c.deleted.Store(0) // already gone (Close): no latency to measure
 	}
@@ -238,10 +247,10 @@ func (s *server) drop(c *conn, h poller.Handle) {
 
 // onRelease runs once per connection after its grace period. It records the
 // release latency of connections the server deleted.
-func (s *server) onRelease(c *conn, r poller.Released) {
+func (s *Server) onRelease(c *conn, r poller.Released) {
 	if t := c.deleted.Load(); t != 0 && r.Reason == poller.Deleted {
 		at := time.Duration(t)
-		d := time.Since(start) - at
+		d := s.Since() - at
 		s.latMu.Lock()
 		s.lat = append(s.lat, relLatency{at, d})
 		s.latMu.Unlock()
@@ -250,9 +259,10 @@ func (s *server) onRelease(c *conn, r poller.Released) {
 	s.released.Add(1)
 }
 
-// latencies returns the release latencies of the deletes made before and
-// after the time stamp cut (since start).
-func (s *server) latencies(cut time.Duration) (before, after []time.Duration) {
+// Latencies returns the release latencies (Delete to OnRelease) of the
+// connections the server deleted before and after cut, a time stamp from
+// Since.
+func (s *Server) Latencies(cut time.Duration) (before, after []time.Duration) {
 	s.latMu.Lock()
 	defer s.latMu.Unlock()
 	for _, l := range s.lat {
@@ -265,8 +275,24 @@ func (s *server) latencies(cut time.Duration) (before, after []time.Duration) {
 	return before, after
 }
 
-// close shuts the poller down: every registration still live is released
+// Close shuts the poller down: every registration still live is released
 // (Reason Closed) and its fd closed.
-func (s *server) close() {
-	s.p.Close()
-}
+func (s *Server) Close() error { return s.p.Close() }
+
+// Addr returns the listening address, 127.0.0.1:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Poller returns the server's poller, for its statistics.
+func (s *Server) Poller() *poller.Poller { return s.p }
+
+// Since returns the time since the server started, the clock of Latencies.
+func (s *Server) Since() time.Duration { return time.Since(s.start) }
+
+// Open returns the connections registered and not yet released.
+func (s *Server) Open() int64 { return s.open.Load() }
+
+// Accepted returns the connections registered so far.
+func (s *Server) Accepted() uint64 { return s.accepted.Load() }
+
+// Released returns the connections released so far.
+func (s *Server) Released() uint64 { return s.released.Load() }
