@@ -79,11 +79,21 @@ func report(b *testing.B, start time.Time, events uint64) {
 // the fd itself in epoll data, no validation, no reclamation, no
 // serialisation (two waiters may read one fd at once).
 func rawLoop(b *testing.B, waiters int, fds []int) {
+	epfd := fdLoop(b, waiters, fds, func(fd int) bool { handle(fd); return true })
+	unix.Close(epfd)
+}
+
+// fdLoop runs W goroutines on one level-triggered epoll set holding fds,
+// with each fd itself in epoll data, calling dispatch for every event (it
+// reports whether it handled the event) until b.N events are handled. It
+// returns the epoll fd, still open, for the caller's teardown. The indirect
+// call per event costs the raw loop a few nanoseconds of the ~2 µs an
+// event takes here.
+func fdLoop(b *testing.B, waiters int, fds []int, dispatch func(fd int) bool) int {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer unix.Close(epfd)
 	stop, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	defer unix.Close(stop)
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(stop)}
@@ -91,6 +101,7 @@ func rawLoop(b *testing.B, waiters int, fds []int) {
 	for _, fd := range fds {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			unix.Close(epfd)
 			b.Fatal(err)
 		}
 	}
@@ -114,8 +125,9 @@ func rawLoop(b *testing.B, waiters int, fds []int) {
 					if fd == stop {
 						return
 					}
-					handle(fd)
-					k++
+					if dispatch(fd) {
+						k++
+					}
 				}
 				c[w].n.Add(k)
 			}
@@ -126,6 +138,7 @@ func rawLoop(b *testing.B, waiters int, fds []int) {
 	report(b, start, c.total())
 	unix.Write(stop, one)
 	wg.Wait()
+	return epfd
 }
 
 // gracepollLoop runs the same handler on a poller.

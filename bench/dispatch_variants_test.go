@@ -40,64 +40,25 @@ func naiveDelete(epfd int, r *naiveReg) {
 // naiveLoop runs the naive fix on the raw loop's epoll set: level-
 // triggered, fd in epoll data, a table indexed by fd.
 func naiveLoop(b *testing.B, waiters int, fds []int) {
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(epfd)
-	stop := eventfd(b, 0)
-	defer unix.Close(stop)
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(stop)}
-	unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, stop, &ev)
-	maxFD := stop
+	maxFD := 0
 	for _, fd := range fds {
 		maxFD = max(maxFD, fd)
 	}
 	table := make([]*naiveReg, maxFD+1)
 	for _, fd := range fds {
 		table[fd] = &naiveReg{fd: fd}
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			b.Fatal(err)
+	}
+	epfd := fdLoop(b, waiters, fds, func(fd int) bool {
+		r := table[fd]
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.dead {
+			return false
 		}
-	}
-	c := make(counters, waiters)
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			evs := make([]unix.EpollEvent, 128)
-			for {
-				n, err := unix.EpollWait(epfd, evs, -1)
-				if err != nil && err != unix.EINTR {
-					return
-				}
-				var k uint64
-				for i := range evs[:n] {
-					fd := int(evs[i].Fd)
-					if fd == stop {
-						return
-					}
-					r := table[fd]
-					r.mu.Lock()
-					if !r.dead {
-						handle(fd)
-						k++
-					}
-					r.mu.Unlock()
-				}
-				c[w].n.Add(k)
-			}
-		}()
-	}
-	waitFor(c, uint64(b.N))
-	b.StopTimer()
-	report(b, start, c.total())
-	unix.Write(stop, one)
-	wg.Wait()
+		handle(fd)
+		return true
+	})
+	defer unix.Close(epfd)
 	for _, fd := range fds {
 		naiveDelete(epfd, table[fd])
 	}
