@@ -167,11 +167,7 @@ func (p *Poller) deliverTimers(w *waiter) {
 	mb.q = nil
 	mb.mu.Unlock()
 	for _, m := range q {
-		if p.opts.Topology == Shared {
-			p.dispatchShared(w, m.s, m.h, timerDue)
-		} else {
-			p.dispatchOwned(w, m.s, m.h, timerDue)
-		}
+		p.dispatch(w, m.s, m.h, timerDue)
 	}
 }
 

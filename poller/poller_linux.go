@@ -625,11 +625,9 @@ func (p *Poller) run(w *waiter) {
 	if p.opts.LockOSThread {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-	}
-	w.goid.Store(goid())
-	if p.opts.LockOSThread {
 		w.tid.Store(int64(unix.Gettid()))
 	}
+	w.goid.Store(goid())
 	evs := make([]unix.EpollEvent, p.opts.MaxEvents)
 	// Time is read twice per epoll_wait, never per event (unless
 	// TimeHandlers): waiting is the call, processing everything else.
@@ -677,14 +675,7 @@ func (p *Poller) run(w *waiter) {
 				stale++
 				continue
 			}
-			e := Events(evs[i].Events)
-			var ok bool
-			if p.opts.Topology == Shared {
-				ok = p.dispatchShared(w, s, h, e)
-			} else {
-				ok = p.dispatchOwned(w, s, h, e)
-			}
-			if !ok {
+			if !p.dispatch(w, s, h, Events(evs[i].Events)) {
 				stale++
 			}
 		}
@@ -692,10 +683,23 @@ func (p *Poller) run(w *waiter) {
 		// Count OnEvent calls, not validated events: on a shared set an
 		// event merged into a running handler's next run, or a final
 		// event that lost to a Delete, calls nothing.
-		w.events.Add(w.calls)
-		w.calls = 0
-		w.stale.Add(stale)
+		if w.calls != 0 {
+			w.events.Add(w.calls)
+			w.calls = 0
+		}
+		if stale != 0 {
+			w.stale.Add(stale)
+		}
 	}
+}
+
+// dispatch validates and runs one event (or fired timers) for h's slot, by
+// the topology's serialisation. It reports false for a stale event.
+func (p *Poller) dispatch(w *waiter, s *slot, h Handle, e Events) bool {
+	if p.opts.Topology == Shared {
+		return p.dispatchShared(w, s, h, e)
+	}
+	return p.dispatchOwned(w, s, h, e)
 }
 
 // validate is the one validating load after Online: generation and
