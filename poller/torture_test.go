@@ -388,12 +388,15 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 		unix.Close(r.listener)
 	}
 	// Close does not wait for holds: a registration held at Close is
-	// released when its last hold goes, just after.
+	// released when its last hold goes, just after, on another goroutine.
+	// Wait for the poller to count every release finished (OnRelease
+	// returned), not merely started.
 	deadline := time.Now().Add(timeout)
-	for _, rec := range r.recs {
-		for rec.releases.Load() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+	for time.Now().Before(deadline) {
+		if st := p.Stats(); st.Releases == st.Added {
+			break
 		}
+		time.Sleep(time.Millisecond)
 	}
 	r.check(t)
 	st := p.Stats()
