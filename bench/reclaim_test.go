@@ -24,6 +24,6 @@ func BenchmarkReclaim(b *testing.B) {
 		}, reclaimtest.NeedsQuiesce())
 	})
 	b.Run("epoch", func(b *testing.B) {
-		reclaimtest.Benchmark(b, func(n int) (reclaim.Reclaimer, error) { return epoch.New(n) })
+		reclaimtest.Benchmark(b, epoch.Factory(epoch.Options{}))
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/gracepoll/gracepoll/reclaim/reclaimtest"
 )
 
-func newMode(mode passbuck.Mode) reclaimtest.NewFunc {
+func newMode(mode passbuck.Mode) reclaim.Factory {
 	return func(n int) (reclaim.Reclaimer, error) { return passbuck.New(n, passbuck.Options{Mode: mode}) }
 }
 

@@ -73,8 +73,9 @@ type Options struct {
 	Mode Mode
 }
 
-// maxParticipants bounds N so that a typo does not allocate gigabytes.
-const maxParticipants = 1 << 16
+// MaxParticipants is the largest participant count New accepts: a bound
+// so that a typo does not allocate gigabytes.
+const MaxParticipants = 1 << 16
 
 // A node carries one release function through the lists.
 type node struct {
@@ -174,8 +175,8 @@ var nodePool = sync.Pool{New: func() any { return new(node) }}
 // them online. It returns an error wrapping reclaim.ErrInvalid for a count
 // outside [1, 65536] or an unknown mode.
 func New(participants int, opts Options) (*Reclaimer, error) {
-	if participants < 1 || participants > maxParticipants {
-		return nil, fmt.Errorf("%w: passbuck: %d participants, want 1..%d", reclaim.ErrInvalid, participants, maxParticipants)
+	if participants < 1 || participants > MaxParticipants {
+		return nil, fmt.Errorf("%w: passbuck: %d participants, want 1..%d", reclaim.ErrInvalid, participants, MaxParticipants)
 	}
 	if opts.Mode != SkipOffline && opts.Mode != Classic {
 		return nil, fmt.Errorf("%w: passbuck: unknown mode %d", reclaim.ErrInvalid, int(opts.Mode))
@@ -192,6 +193,17 @@ func New(participants int, opts Options) (*Reclaimer, error) {
 	go r.background()
 	return r, nil
 }
+
+// Factory returns a reclaim.Factory that makes Reclaimers with opts, for
+// poller.Options.Reclaimer and the conformance suite.
+func Factory(opts Options) reclaim.Factory {
+	return func(participants int) (reclaim.Reclaimer, error) { return New(participants, opts) }
+}
+
+// NeedsQuiesce reports whether grace periods need every participant to call
+// Quiesce or Offline itself: true in Classic mode, where a participant
+// blocked indefinitely holds every release up (see reclaim.NeedsQuiesce).
+func (r *Reclaimer) NeedsQuiesce() bool { return r.mode == Classic }
 
 // Mode returns the mode the Reclaimer was made with.
 func (r *Reclaimer) Mode() Mode { return r.mode }

@@ -146,7 +146,7 @@ func New(opts Options) (*Poller, error) {
 	case PassBuckClassic:
 		p.rec, err = passbuck.New(opts.Waiters, passbuck.Options{Mode: passbuck.Classic})
 	case Epoch:
-		p.rec, err = epoch.New(opts.Waiters)
+		p.rec, err = epoch.New(opts.Waiters, epoch.Options{})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -42,6 +42,22 @@ import (
 	"time"
 )
 
+// A Factory makes a Reclaimer for the given number of participants. It is
+// how a user plugs a reclaimer into gracepoll's poller
+// (poller.Options.Reclaimer) and how the conformance suite
+// (package reclaimtest) makes the Reclaimers it checks.
+type Factory func(participants int) (Reclaimer, error)
+
+// NeedsQuiesce reports whether r cannot complete a grace period while a
+// participant stays offline indefinitely, as in classic pass-the-buck,
+// where every participant must reach a quiescent point itself. Such a
+// Reclaimer has a method NeedsQuiesce() bool that returns true; a caller
+// whose participants block must then bound every blocking call.
+func NeedsQuiesce(r Reclaimer) bool {
+	q, ok := r.(interface{ NeedsQuiesce() bool })
+	return ok && q.NeedsQuiesce()
+}
+
 // Sentinel errors returned by every Reclaimer. Test with errors.Is.
 var (
 	// ErrClosed reports a call on a closed Reclaimer. A Retire that

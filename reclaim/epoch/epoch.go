@@ -192,6 +192,17 @@ type Reclaimer struct {
 	leftover  batch         // batch abandoned at Close; read after done
 }
 
+// Options configures a Reclaimer. It has no settings yet: the zero value is
+// the only configuration. It exists so that every reclaimer in this module
+// has the same constructor shape, New(participants, Options).
+type Options struct{}
+
+// Factory returns a reclaim.Factory that makes Reclaimers with opts, for
+// poller.Options.Reclaimer and the conformance suite.
+func Factory(opts Options) reclaim.Factory {
+	return func(participants int) (reclaim.Reclaimer, error) { return New(participants, opts) }
+}
+
 // New returns a Reclaimer for participants participants, indexed from 0,
 // all online as if each had just called Online, and starts its grace-period
 // goroutine. It returns an error wrapping reclaim.ErrInvalid if participants
@@ -199,7 +210,7 @@ type Reclaimer struct {
 //
 // Every participant must take part: one that never calls Quiesce or Offline
 // holds up every grace period, and nothing is released until Close.
-func New(participants int) (*Reclaimer, error) {
+func New(participants int, _ Options) (*Reclaimer, error) {
 	if participants < 1 || participants > MaxParticipants {
 		return nil, fmt.Errorf("%w: %d participants, want 1 to %d",
 			reclaim.ErrInvalid, participants, MaxParticipants)

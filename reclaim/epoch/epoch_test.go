@@ -28,7 +28,7 @@ const timeout = 5 * time.Second
 
 func newR(t testing.TB, n int) *epoch.Reclaimer {
 	t.Helper()
-	r, err := epoch.New(n)
+	r, err := epoch.New(n, epoch.Options{})
 	if err != nil {
 		t.Fatalf("New(%d): %v", n, err)
 	}
@@ -62,7 +62,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 
 func TestNew(t *testing.T) {
 	for _, n := range []int{0, -1, epoch.MaxParticipants + 1, 1 << 20} {
-		r, err := epoch.New(n)
+		r, err := epoch.New(n, epoch.Options{})
 		if !errors.Is(err, reclaim.ErrInvalid) {
 			t.Errorf("New(%d) = %v, %v; want ErrInvalid", n, r, err)
 		}
@@ -245,7 +245,7 @@ func TestRetireFromRelease(t *testing.T) {
 }
 
 func TestCloseRunsPending(t *testing.T) {
-	r, err := epoch.New(2)
+	r, err := epoch.New(2, epoch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestCloseRunsPending(t *testing.T) {
 }
 
 func TestCloseRefusesRetireFromRelease(t *testing.T) {
-	r, err := epoch.New(1) // online, never quiesces: Close runs the release
+	r, err := epoch.New(1, epoch.Options{}) // online, never quiesces: Close runs the release
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestCloseRefusesRetireFromRelease(t *testing.T) {
 }
 
 func TestBarrierContext(t *testing.T) {
-	r, err := epoch.New(1) // online, never quiesces
+	r, err := epoch.New(1, epoch.Options{}) // online, never quiesces
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestNoUseAfterRelease(t *testing.T) {
 // accepted release runs exactly once, and nothing deadlocks.
 func TestCloseRace(t *testing.T) {
 	for range 20 {
-		r, err := epoch.New(2)
+		r, err := epoch.New(2, epoch.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,7 +614,7 @@ func BenchmarkGracePeriodQuiescing(b *testing.B) {
 }
 
 func TestPanicInCloseRelease(t *testing.T) {
-	r, err := epoch.New(1) // online, never quiesces: Close runs the releases
+	r, err := epoch.New(1, epoch.Options{}) // online, never quiesces: Close runs the releases
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // what the call returned once back online; a deleter marks a slot released
 // and retires the slot's cleanup, which runs once the waiter cannot hold it.
 func Example() {
-	r, err := epoch.New(1) // one waiter, participant 0
+	r, err := epoch.New(1, epoch.Options{}) // one waiter, participant 0
 	if err != nil {
 		panic(err)
 	}

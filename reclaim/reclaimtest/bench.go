@@ -30,7 +30,7 @@ import (
 //     goroutines online, passing quiescent points in a loop (busy waiters).
 //
 // Every sub-benchmark closes its Reclaimer and stops its goroutines.
-func Benchmark(b *testing.B, newR NewFunc, opts ...Option) {
+func Benchmark(b *testing.B, newR reclaim.Factory, opts ...Option) {
 	c := newConfig(opts)
 	b.Run("QuiesceIdle", func(b *testing.B) {
 		r := benchStart(b, newR, 2)
@@ -129,7 +129,7 @@ func Benchmark(b *testing.B, newR NewFunc, opts ...Option) {
 
 // benchStart makes a Reclaimer with n participants, all online, and closes
 // it when the benchmark ends.
-func benchStart(b *testing.B, newR NewFunc, n int) reclaim.Reclaimer {
+func benchStart(b *testing.B, newR reclaim.Factory, n int) reclaim.Reclaimer {
 	b.Helper()
 	r, err := start(newR, n)
 	if err != nil {

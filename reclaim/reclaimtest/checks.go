@@ -16,7 +16,7 @@ import (
 // ErrInvalid, that Participants reports the count asked for, that Retire(nil)
 // returns ErrInvalid without counting a retirement, and that Quiesce, Offline
 // and Online panic on an index out of range.
-func CheckInvalid(newR NewFunc, opts ...Option) error {
+func CheckInvalid(newR reclaim.Factory, opts ...Option) error {
 	var errs []error
 	for _, n := range []int{0, -1} {
 		r, err := newR(n)
@@ -63,7 +63,7 @@ func panics(f func()) (panicked bool) {
 // participant in turn holding out (online, never quiescing), that a release
 // does not run while the others keep quiescing, and that it runs once the
 // hold-out quiesces too.
-func CheckGracePeriod(newR NewFunc, opts ...Option) error {
+func CheckGracePeriod(newR reclaim.Factory, opts ...Option) error {
 	var errs []error
 	for _, n := range []int{1, 3} {
 		for hold := range n {
@@ -108,7 +108,7 @@ func gracePeriod(r reclaim.Reclaimer, hold int) error {
 // Retire that submitted it, with participants idle and with participants
 // busy, and that a release may itself call Retire, whose release then runs
 // later, not on that Retire's stack either.
-func CheckNotOnCallerStack(newR NewFunc, opts ...Option) error {
+func CheckNotOnCallerStack(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	modes := []struct {
 		name     string
@@ -202,7 +202,7 @@ func await(ch <-chan error, what string) error {
 // wait for a waiter's timeout), and that a participant that went offline and
 // came back online, without a quiescent point since, holds up a release
 // retired after its Online. It does not apply to NeedsQuiesce reclaimers.
-func CheckIdleParticipants(newR NewFunc) error {
+func CheckIdleParticipants(newR reclaim.Factory) error {
 	const n = 3
 	var errs []error
 	err := with(newR, n, func(r reclaim.Reclaimer) error {
@@ -252,7 +252,7 @@ func CheckIdleParticipants(newR NewFunc) error {
 // the holder and that the holder's Offline, with no Quiesce, lets it run. For
 // a NeedsQuiesce reclaimer the holder then comes back online within a
 // millisecond and keeps quiescing.
-func CheckOfflineIsQuiescent(newR NewFunc, opts ...Option) error {
+func CheckOfflineIsQuiescent(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	const n = 3
 	var errs []error
@@ -295,7 +295,7 @@ func offlineIsQuiescent(c config, r reclaim.Reclaimer, hold int) (err error) {
 // never quiesces it returns promptly with the context's error, for a
 // cancelled context and for a deadline; and that it returns ErrClosed after
 // Close.
-func CheckBarrier(newR NewFunc, opts ...Option) error {
+func CheckBarrier(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	var errs []error
 	errs = append(errs, with(newR, 2, func(r reclaim.Reclaimer) (err error) {
@@ -373,7 +373,7 @@ func blockedBarrier(r reclaim.Reclaimer, ctx context.Context, want error) error 
 // Close returns ErrClosed and its release never runs; that a second Close
 // returns nil; and that of Retires racing with Close, each that returned nil
 // had its release run exactly once and each that returned ErrClosed never.
-func CheckClose(newR NewFunc, opts ...Option) error {
+func CheckClose(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	var errs []error
 
@@ -429,7 +429,7 @@ func CheckClose(newR NewFunc, opts ...Option) error {
 }
 
 // closeRace retires from several goroutines while Close runs.
-func closeRace(c config, newR NewFunc) error {
+func closeRace(c config, newR reclaim.Factory) error {
 	const goroutines = 4
 	r, err := start(newR, 2)
 	if err != nil {
@@ -519,7 +519,7 @@ func closeRace(c config, newR NewFunc) error {
 // those retired from outside a release by the time Barrier returns, all of
 // them by the time Close returns. Meanwhile Stats must never show more
 // releases than retirements, nor negative Pending.
-func CheckExactlyOnce(newR NewFunc, opts ...Option) error {
+func CheckExactlyOnce(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	const (
 		n          = 3
@@ -641,7 +641,7 @@ func randomParticipant(c config, r reclaim.Reclaimer, p int, rng *rand.Rand) {
 // quiesces are Retired and Pending, with a positive OldestAge; once they have
 // run, Released equals Retired, nothing is Pending, OldestAge is zero and at
 // least one grace period is counted.
-func CheckStats(newR NewFunc, opts ...Option) error {
+func CheckStats(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	return with(newR, 2, func(r reclaim.Reclaimer) (err error) {
 		s0 := r.Stats()

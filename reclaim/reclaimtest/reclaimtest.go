@@ -3,9 +3,7 @@
 // testing/fstest. An implementation's test calls [Run]:
 //
 //	func TestConformance(t *testing.T) {
-//		reclaimtest.Run(t, func(n int) (reclaim.Reclaimer, error) {
-//			return mypkg.New(n)
-//		})
+//		reclaimtest.Run(t, mypkg.Factory(mypkg.Options{}))
 //	}
 //
 // Run runs these checks, each as a subtest and each also callable on its own:
@@ -74,9 +72,6 @@ import (
 	"github.com/gracepoll/gracepoll/reclaim"
 )
 
-// NewFunc makes a Reclaimer with the given number of participants.
-type NewFunc func(participants int) (reclaim.Reclaimer, error)
-
 // An Option adjusts the suite to a kind of Reclaimer.
 type Option struct{ apply func(*config) }
 
@@ -105,7 +100,7 @@ func newConfig(opts []Option) config {
 }
 
 // Run runs every check on Reclaimers made by newR, each as a subtest of t.
-func Run(t *testing.T, newR NewFunc, opts ...Option) {
+func Run(t *testing.T, newR reclaim.Factory, opts ...Option) {
 	t.Helper()
 	c := newConfig(opts)
 	checks := []struct {
@@ -153,7 +148,7 @@ const (
 )
 
 // start makes a Reclaimer with n participants and brings them all online.
-func start(newR NewFunc, n int) (reclaim.Reclaimer, error) {
+func start(newR reclaim.Factory, n int) (reclaim.Reclaimer, error) {
 	r, err := newR(n)
 	if err != nil {
 		return nil, fmt.Errorf("new(%d): %w", n, err)
@@ -171,7 +166,7 @@ func start(newR NewFunc, n int) (reclaim.Reclaimer, error) {
 }
 
 // with runs body on a new Reclaimer with n participants and closes it.
-func with(newR NewFunc, n int, body func(r reclaim.Reclaimer) error) error {
+func with(newR reclaim.Factory, n int, body func(r reclaim.Reclaimer) error) error {
 	r, err := start(newR, n)
 	if err != nil {
 		return err

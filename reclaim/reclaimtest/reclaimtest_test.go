@@ -35,7 +35,7 @@ func TestReferenceClassic(t *testing.T) {
 func TestBroken(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		newR        reclaimtest.NewFunc
+		newR        reclaim.Factory
 		gracePeriod bool // CheckGracePeriod must fail too
 	}{
 		{"Immediate", newImmediate, true},
@@ -66,8 +66,8 @@ func TestBroken(t *testing.T) {
 func TestMutants(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		check func(reclaimtest.NewFunc, ...reclaimtest.Option) error
-		newR  reclaimtest.NewFunc
+		check func(reclaim.Factory, ...reclaimtest.Option) error
+		newR  reclaim.Factory
 	}{
 		{"InlineRetire", reclaimtest.CheckNotOnCallerStack, mutant(inlineRetire)},
 		{"OfflineNotSkipped", idleCheck, newClassic},
@@ -90,7 +90,7 @@ func TestMutants(t *testing.T) {
 	}
 }
 
-func idleCheck(newR reclaimtest.NewFunc, _ ...reclaimtest.Option) error {
+func idleCheck(newR reclaim.Factory, _ ...reclaimtest.Option) error {
 	return reclaimtest.CheckIdleParticipants(newR)
 }
 
@@ -155,7 +155,7 @@ const (
 	pendingStuck                   // Stats.Pending never goes down
 )
 
-func mutant(m mutation) reclaimtest.NewFunc {
+func mutant(m mutation) reclaim.Factory {
 	return func(n int) (reclaim.Reclaimer, error) { return newRefMode(n, false, m) }
 }
 

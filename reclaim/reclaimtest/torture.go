@@ -94,7 +94,7 @@ type torture struct {
 //
 // The error is non-nil if the run observed a violation or could not proceed
 // (newR failed, Retire failed, Barrier or Close failed or hung).
-func Torture(newR NewFunc, cfg TortureConfig) (TortureReport, error) {
+func Torture(newR reclaim.Factory, cfg TortureConfig) (TortureReport, error) {
 	if cfg.Participants <= 0 {
 		cfg.Participants = 4
 	}
