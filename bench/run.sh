@@ -2,23 +2,27 @@
 # bench/run.sh: run gracepoll's benchmark suite and write docs/benchmarks.md.
 #
 # Runs the root module's benchmarks (./bench/...) and the nested module's
-# echo-server comparison (bench/peers), tees the raw `go test -bench` output
+# echo-server comparisons (bench/peers: BenchmarkEcho, client and server in
+# one process; BenchmarkConnCycle, each server in a process of its own on
+# one core and the client on the other), tees the raw `go test -bench` output
 # (benchstat-compatible) to bench/results/raw.txt, then generates
 # docs/benchmarks.md from that file alone with bench/cmd/benchreport.
 #
-# The dispatch variants and echo benchmarks, whose figures are ratios
-# between variants, run in ROUNDS interleaved rounds and the report takes medians: on
+# The dispatch variants, echo and connection-cycle benchmarks, whose figures
+# are ratios between variants, run in ROUNDS interleaved rounds and the report takes medians: on
 # a shared, noisy machine a burst of outside load then hits one round of
-# every variant rather than every round of one. About 5 minutes on 2 cores.
+# every variant rather than every round of one. About 6 minutes on 2 cores.
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s),
-# OTHER_TIME (300ms), LATENCY_N (2000 deletes per latency case).
+# CYCLE_TIME (1s per server and round), OTHER_TIME (300ms), LATENCY_N (2000
+# deletes per latency case).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
 DISPATCH_TIME=${DISPATCH_TIME:-200ms}
 ECHO_TIME=${ECHO_TIME:-1s}
+CYCLE_TIME=${CYCLE_TIME:-1s}
 OTHER_TIME=${OTHER_TIME:-300ms}
 LATENCY_N=${LATENCY_N:-2000}
 
@@ -65,7 +69,10 @@ run_peers() {
 for round in $(seq 1 "$ROUNDS"); do
 	echo "== round $round of $ROUNDS" >&2
 	run go test -run '^$' -bench '^BenchmarkDispatchVariants$' -benchtime="$DISPATCH_TIME" ./bench/...
-	run_peers go test -run '^$' -bench . -benchtime="$ECHO_TIME" ./...
+	run_peers go test -run '^$' -bench '^BenchmarkEcho$' -benchtime="$ECHO_TIME" .
+	# Server CPU per connection cycle: each server a child process pinned
+	# to one CPU (GOMAXPROCS=1), the client pinned to the other.
+	run_peers go test -run '^$' -bench '^BenchmarkConnCycle$' -benchtime="$CYCLE_TIME" .
 done
 run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
 run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...

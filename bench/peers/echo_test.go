@@ -2,27 +2,7 @@
 
 package peers
 
-import (
-	"testing"
-
-	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
-	"github.com/gracepoll/gracepoll/poller"
-)
-
-// servers are the echo servers compared, each with its default or usual
-// production configuration on this machine's cores.
-var servers = []struct {
-	name  string
-	start func() (Server, error)
-}{
-	// The examples/echo server itself: default options (per-waiter sets),
-	// and one shared set.
-	{"gracepoll-shared", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Shared}, 0) }},
-	{"gracepoll-per-waiter", func() (Server, error) { return echoserver.New(poller.Options{}, 0) }},
-	{"net", func() (Server, error) { return NewNetEcho() }},
-	{"gnet", func() (Server, error) { return NewGnetEcho() }},
-	{"netpoll", func() (Server, error) { return NewNetpollEcho() }},
-}
+import "testing"
 
 // The load of examples/echo's defaults: 500 connections, 64-byte messages.
 const (
@@ -42,9 +22,9 @@ const (
 // Client and server share the machine's cores, as they do in
 // examples/echo, so the client's own cost is in every figure alike.
 func BenchmarkEcho(b *testing.B) {
-	for _, s := range servers {
-		b.Run(s.name, func(b *testing.B) {
-			srv, err := s.start()
+	for _, s := range Servers {
+		b.Run(s.Name, func(b *testing.B) {
+			srv, err := s.Start()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -82,9 +62,9 @@ func check(tb testing.TB, r Result, err error) {
 // messages, with connections opened and closed; it takes well under a
 // second.
 func TestServers(t *testing.T) {
-	for _, s := range servers {
-		t.Run(s.name, func(t *testing.T) {
-			srv, err := s.start()
+	for _, s := range Servers {
+		t.Run(s.Name, func(t *testing.T) {
+			srv, err := s.Start()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -61,6 +61,7 @@ func render(w io.Writer, r results, m meta) []target {
 	renderChurn(w, r)
 	renderScale(w, r)
 	targets = append(targets, renderEcho(w, r)...)
+	targets = append(targets, renderConnCycle(w, r)...)
 	renderReclaim(w, r)
 	fmt.Fprintf(w, "## Targets (issue 5)\n\n| target | measured | verdict | why, where missed |\n|---|---|---|---|\n")
 	for _, t := range targets {
@@ -362,6 +363,58 @@ const echoWhy = "client and server share two cores in one process, so the client
 	"epoll_wait holds its P until the runtime's sysmon retakes it, which can delay the client's goroutines " +
 	"(gnet's event loops block the same way). On the shared set each message also pays an EPOLL_CTL_MOD re-arm. " +
 	"Rounds differ by a good part of the gaps: compare them in the raw output."
+
+func renderConnCycle(w io.Writer, r results) []target {
+	fmt.Fprintf(w, "## 6. Server CPU per connection, server and client on separate cores\n\n")
+	fmt.Fprintf(w, "Each server runs in a process of its own (`bench/peers/cmd/echoserve`) pinned to one CPU with "+
+		"GOMAXPROCS=1; the client, pinned to the other CPU, runs 4 goroutines each dialling, writing 64 bytes, "+
+		"reading the echo back (checked byte for byte) and closing. One client core may not saturate a server, "+
+		"so the figure that ranks them is the server's CPU time (user and system, all its threads) per "+
+		"connection cycle, lower is better; server util is that CPU time over the wall time (near 100%%: the "+
+		"server was the bottleneck). The loopback's kernel work runs on the sending side: the handshake and the "+
+		"request are delivered on the client's CPU, the reply on the server's, alike for every server "+
+		"(`BenchmarkConnCycle`; medians over rounds). Same servers and configurations as section 5.\n\n")
+	fmt.Fprintf(w, "| server | server CPU µs/cycle | vs gnet | vs net | server util %% | cycles/s | rounds |\n|---|---|---|---|---|---|---|\n")
+	get := func(s, unit string) (float64, bool) { return r.get("BenchmarkConnCycle/"+s, unit) }
+	gc, okg := get("gnet", "server-cpu-µs/cycle")
+	nc, okn := get("net", "server-cpu-µs/cycle")
+	rel := func(v, base float64, ok bool) string {
+		if !ok || base == 0 {
+			return dash
+		}
+		return ratio(v / base)
+	}
+	num := func(v float64, ok bool) string {
+		if !ok {
+			return dash
+		}
+		return fmtNum(v)
+	}
+	for _, s := range echoServers {
+		c, ok := get(s, "server-cpu-µs/cycle")
+		if !ok {
+			fmt.Fprintf(w, "| %s | not run | | | | | |\n", s)
+			continue
+		}
+		u, oku := get(s, "server-util-%")
+		cy, okc := get(s, "cycles/s")
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d |\n", s, fmtNum(c), rel(c, gc, okg), rel(c, nc, okn),
+			num(u, oku), num(cy, okc), r.runs("BenchmarkConnCycle/"+s, "server-cpu-µs/cycle"))
+	}
+	fmt.Fprintln(w)
+	var ts []target
+	if c, ok := get("gracepoll-per-waiter", "server-cpu-µs/cycle"); ok && okg {
+		ts = append(ts, target{"server CPU per connection cycle (examples/echo server, default options: per-waiter sets) <= gnet",
+			fmt.Sprintf("%s µs vs %s µs: %s of gnet", fmtNum(c), fmtNum(gc), ratio(c/gc)), c <= gc, connCycleWhy})
+	}
+	return ts
+}
+
+// connCycleWhy says where to look when the connection-cycle target is missed.
+const connCycleWhy = "the cost is the server's own work per connection (accept, registration, Delete, release, close, " +
+	"and what the example records per connection); profile it with " +
+	"`cd bench/peers && go test -run '^$' -bench 'ConnCycle/gracepoll-per-waiter$' -benchtime=100000x -serverprofile DIR` " +
+	"and `go tool pprof -top DIR/gracepoll-per-waiter.pprof`."
 
 func renderReclaim(w io.Writer, r results) {
 	fmt.Fprintf(w, "## Reclaimer primitives\n\n")
