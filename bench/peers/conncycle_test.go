@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -165,21 +166,71 @@ type cycleResult struct {
 	p50, p99  time.Duration // client cycle latency
 }
 
+// warmCycles are run, untimed, just before every timed window: a server
+// (and a virtual CPU) that has just been idle for the quiet period is
+// slower for its first connections, which would weigh on a small b.N.
+const warmCycles = 100
+
 // connCycles runs n connection cycles against addr over workers goroutines
 // and measures the CPU time of process pid meanwhile. b, if not nil, has its
-// timer reset at the start of the cycles and stopped at their end.
+// timer running only during the n cycles.
+//
+// The window: wait until the server is quiet, run warmCycles untimed,
+// read the server's CPU time, run the n cycles, wait until the server is
+// quiet again (its work for the last connections, reading end-of-file,
+// deleting, releasing, closing, may still be running) and read its CPU
+// time again. The warm-up's tail falls into the window as the window's own
+// tail would fall into the next in a continuous run.
 func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, error) {
 	var r cycleResult
 	if b != nil {
 		b.StopTimer()
 	}
+	d, err := newDialer(addr)
+	if err != nil {
+		return r, err
+	}
 	if err := quiet(pid); err != nil {
 		return r, err
+	}
+	if _, _, err := d.run(workers, warmCycles); err != nil {
+		return r, fmt.Errorf("warm-up: %w", err)
 	}
 	cpu0, err := ProcessCPUTime(pid)
 	if err != nil {
 		return r, err
 	}
+	if b != nil {
+		b.StartTimer()
+	}
+	wall, lat, err := d.run(workers, n)
+	if b != nil {
+		b.StopTimer()
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := quiet(pid); err != nil {
+		return r, err
+	}
+	cpu1, err := ProcessCPUTime(pid)
+	if err != nil {
+		return r, err
+	}
+	r.serverCPU, r.wall = cpu1-cpu0, wall
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		r.p50 = lat[len(lat)/2]
+		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return r, nil
+}
+
+// run runs n cycles over workers goroutines, each one cycle at a time,
+// taking cycles from a shared budget so that the run ends with no
+// straggler. It returns the wall time and every cycle's latency, and fails
+// on the first error or on any reply that differs from its request.
+func (d *dialer) run(workers, n int) (time.Duration, []time.Duration, error) {
 	var (
 		budget     atomic.Int64
 		mismatches atomic.Int64
@@ -188,14 +239,7 @@ func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, er
 		firstErr   error
 		lat        = make([][]time.Duration, workers)
 	)
-	d, err := newDialer(addr)
-	if err != nil {
-		return r, err
-	}
 	budget.Store(int64(n))
-	if b != nil {
-		b.StartTimer()
-	}
 	start := time.Now()
 	for w := range workers {
 		wg.Add(1)
@@ -219,33 +263,14 @@ func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, er
 		}()
 	}
 	wg.Wait()
-	r.wall = time.Since(start)
-	if b != nil {
-		b.StopTimer()
-	}
+	wall := time.Since(start)
 	if firstErr != nil {
-		return r, firstErr
+		return wall, nil, firstErr
 	}
 	if m := mismatches.Load(); m > 0 {
-		return r, fmt.Errorf("%d of %d replies differ from their requests", m, n)
+		return wall, nil, fmt.Errorf("%d of %d replies differ from their requests", m, n)
 	}
-	// The server's work for the last connections (reading end-of-file,
-	// deleting, releasing, closing) may still be running.
-	if err := quiet(pid); err != nil {
-		return r, err
-	}
-	cpu1, err := ProcessCPUTime(pid)
-	if err != nil {
-		return r, err
-	}
-	r.serverCPU = cpu1 - cpu0
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	if len(all) > 0 {
-		r.p50 = all[len(all)/2]
-		r.p99 = all[min(len(all)-1, len(all)*99/100)]
-	}
-	return r, nil
+	return wall, slices.Concat(lat...), nil
 }
 
 // dialer is the client side of a connection cycle, in blocking system
@@ -383,6 +408,7 @@ func TestConnCycleLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fds := openFDs(t)
 	srv, err := startChild(path, []string{"-server", "net", "-cpu", "0"}, []string{"GOMAXPROCS=1"}, startTimeout)
 	if err != nil {
 		t.Fatal(err)
@@ -410,4 +436,25 @@ func TestConnCycleLauncher(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "did not print its address") || time.Since(t0) > 5*time.Second {
 		t.Errorf("silent child: err = %v after %v", err, time.Since(t0))
 	}
+	// Every pipe and socket is closed; the pipe readers' goroutines may
+	// take a moment to see end-of-file.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		now := openFDs(t)
+		if now <= fds {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d file descriptors open before, %d after", fds, now)
+			break
+		}
+	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
