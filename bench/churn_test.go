@@ -24,7 +24,7 @@ func BenchmarkChurn(b *testing.B) {
 	}{{"shared", poller.Shared}, {"per-waiter", poller.PerWaiter}} {
 		for _, r := range reclaimers {
 			b.Run(topo.name+"/"+r.name, func(b *testing.B) {
-				churn(b, poller.Options{Waiters: 2, Topology: topo.topo, Reclaimer: r.kind, WaitTimeout: r.timeout})
+				churn(b, poller.Options{Waiters: 2, Topology: topo.topo, Reclaimer: r.factory, WaitTimeout: r.timeout})
 			})
 		}
 	}

@@ -4,6 +4,9 @@ package bench
 
 import (
 	"fmt"
+	"github.com/gracepoll/gracepoll/passbuck"
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"sync"
 	"testing"
 	"time"
@@ -69,12 +72,12 @@ func naiveLoop(b *testing.B, waiters int, fds []int) {
 // matters to dispatch.
 var reclaimers = []struct {
 	name    string
-	kind    poller.ReclaimerKind
+	factory reclaim.Factory
 	timeout time.Duration
 }{
-	{"passbuck", poller.PassBuck, 0},
-	{"passbuck-classic", poller.PassBuckClassic, 10 * time.Millisecond},
-	{"epoch", poller.Epoch, 0},
+	{"passbuck", passbuck.Factory(passbuck.Options{}), 0},
+	{"passbuck-classic", passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), 10 * time.Millisecond},
+	{"epoch", epoch.Factory(epoch.Options{}), 0},
 }
 
 // BenchmarkDispatchVariants measures events/s through W waiters over K
@@ -98,7 +101,7 @@ func BenchmarkDispatchVariants(b *testing.B) {
 			}{{"shared-lt", poller.Shared}, {"per-waiter-lt", poller.PerWaiter}} {
 				for _, r := range reclaimers {
 					b.Run(name+"/"+topo.name+"/"+r.name, func(b *testing.B) {
-						opts := poller.Options{Waiters: w, Topology: topo.topo, Reclaimer: r.kind, WaitTimeout: r.timeout}
+						opts := poller.Options{Waiters: w, Topology: topo.topo, Reclaimer: r.factory, WaitTimeout: r.timeout}
 						gracepollLoop(b, opts, false, busyEventfds(b, k))
 					})
 				}

@@ -3,6 +3,9 @@
 package bench
 
 import (
+	"github.com/gracepoll/gracepoll/passbuck"
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"sync"
 	"testing"
 	"time"
@@ -40,22 +43,22 @@ import (
 func BenchmarkReleaseLatency(b *testing.B) {
 	cases := []struct {
 		name    string
-		kind    poller.ReclaimerKind
+		factory reclaim.Factory
 		timeout time.Duration
 		busy    bool
 	}{
-		{"idle/passbuck", poller.PassBuck, 0, false},
-		{"idle/epoch", poller.Epoch, 0, false},
-		{"busy/passbuck", poller.PassBuck, 0, true},
-		{"busy/epoch", poller.Epoch, 0, true},
-		{"idle/passbuck-classic/timeout=1ms", poller.PassBuckClassic, time.Millisecond, false},
-		{"idle/passbuck-classic/timeout=10ms", poller.PassBuckClassic, 10 * time.Millisecond, false},
-		{"idle/passbuck-classic/timeout=100ms", poller.PassBuckClassic, 100 * time.Millisecond, false},
-		{"busy/passbuck-classic/timeout=10ms", poller.PassBuckClassic, 10 * time.Millisecond, true},
+		{"idle/passbuck", passbuck.Factory(passbuck.Options{}), 0, false},
+		{"idle/epoch", epoch.Factory(epoch.Options{}), 0, false},
+		{"busy/passbuck", passbuck.Factory(passbuck.Options{}), 0, true},
+		{"busy/epoch", epoch.Factory(epoch.Options{}), 0, true},
+		{"idle/passbuck-classic/timeout=1ms", passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), time.Millisecond, false},
+		{"idle/passbuck-classic/timeout=10ms", passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), 10 * time.Millisecond, false},
+		{"idle/passbuck-classic/timeout=100ms", passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), 100 * time.Millisecond, false},
+		{"busy/passbuck-classic/timeout=10ms", passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), 10 * time.Millisecond, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			releaseLatency(b, poller.Options{Waiters: 2, Reclaimer: c.kind, WaitTimeout: c.timeout}, c.busy)
+			releaseLatency(b, poller.Options{Waiters: 2, Reclaimer: c.factory, WaitTimeout: c.timeout}, c.busy)
 		})
 	}
 }

@@ -343,8 +343,16 @@ func TestClose(t *testing.T) {
 	})
 
 	// Waiters blocked in epoll_wait with no timeout are woken for Close.
-	for _, opts := range []poller.Options{{}, {Topology: poller.PerWaiter}, {Waiters: 8, Reclaimer: poller.Epoch}} {
-		t.Run("WakesIdleWaiters/"+opts.Topology.String()+"/"+opts.Reclaimer.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts poller.Options
+	}{
+		{"shared", poller.Options{Topology: poller.Shared}},
+		{"per-waiter", poller.Options{}},
+		{"per-waiter/epoch/8", poller.Options{Waiters: 8, Reclaimer: epochQSBR.factory()}},
+	} {
+		opts := c.opts
+		t.Run("WakesIdleWaiters/"+c.name, func(t *testing.T) {
 			checkFDLeak(t)
 			before := goleak.IgnoreCurrent()
 			p, err := poller.New(opts)
@@ -485,9 +493,9 @@ func testCloseReleases(t *testing.T, opts poller.Options) {
 // waiter had to pass the buck).
 func TestIdleReleaseLatency(t *testing.T) {
 	for _, topo := range topologies {
-		for _, rk := range []poller.ReclaimerKind{poller.PassBuck, poller.Epoch} {
+		for _, rk := range []reclaimerKind{passBuck, epochQSBR} {
 			t.Run(topo.String()+"/"+rk.String(), func(t *testing.T) {
-				p := newPoller(t, poller.Options{Waiters: 3, Topology: topo, Reclaimer: rk})
+				p := newPoller(t, poller.Options{Waiters: 3, Topology: topo, Reclaimer: rk.factory()})
 				var lat []time.Duration
 				for range 5 {
 					fd := newEventfd(t)
@@ -517,7 +525,7 @@ func TestIdleReleaseLatency(t *testing.T) {
 		}
 	}
 	t.Run("ClassicNeedsTimeout", func(t *testing.T) {
-		_, err := poller.New(poller.Options{Reclaimer: poller.PassBuckClassic})
+		_, err := poller.New(poller.Options{Reclaimer: passBuckClassic.factory()})
 		if !errors.Is(err, poller.ErrInvalid) || !strings.Contains(err.Error(), "WaitTimeout") {
 			t.Errorf("New(classic, no timeout) = %v, want ErrInvalid mentioning WaitTimeout", err)
 		}

@@ -5,6 +5,8 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"github.com/gracepoll/gracepoll/passbuck"
+	"github.com/gracepoll/gracepoll/reclaim"
 	"path/filepath"
 	"testing"
 	"time"
@@ -186,9 +188,11 @@ func TestBadOptions(t *testing.T) {
 		{"MaxEvents > MaxMaxEvents", poller.Options{MaxEvents: poller.MaxMaxEvents + 1}},
 		{"unknown Topology", poller.Options{Topology: 2}},
 		{"negative Topology", poller.Options{Topology: -1}},
-		{"unknown Reclaimer", poller.Options{Reclaimer: 3}},
-		{"classic without timeout", poller.Options{Reclaimer: poller.PassBuckClassic}},
-		{"classic without timeout, per-waiter", poller.Options{Reclaimer: poller.PassBuckClassic, Topology: poller.PerWaiter, Waiters: 2}},
+		{"failing Reclaimer", poller.Options{Reclaimer: func(int) (reclaim.Reclaimer, error) { return nil, errors.New("no") }}},
+		{"nil Reclaimer made", poller.Options{Reclaimer: func(int) (reclaim.Reclaimer, error) { return nil, nil }}},
+		{"Reclaimer with too few participants", poller.Options{Waiters: 2, Reclaimer: func(int) (reclaim.Reclaimer, error) { return passbuck.New(1, passbuck.Options{}) }}},
+		{"classic without timeout", poller.Options{Reclaimer: passBuckClassic.factory()}},
+		{"classic without timeout, per-waiter", poller.Options{Reclaimer: passBuckClassic.factory(), Topology: poller.PerWaiter, Waiters: 2}},
 	}
 	for _, c := range cases {
 		p, err := poller.New(c.opts)
@@ -203,7 +207,7 @@ func TestBadOptions(t *testing.T) {
 	for _, o := range []poller.Options{
 		{Waiters: 1, MaxEvents: 1},
 		{Waiters: 2, MaxEvents: poller.MaxMaxEvents, WaitTimeout: poller.MaxWaitTimeout},
-		{Waiters: 2, Reclaimer: poller.PassBuckClassic, WaitTimeout: time.Nanosecond, Topology: poller.PerWaiter},
+		{Waiters: 2, Reclaimer: passBuckClassic.factory(), WaitTimeout: time.Nanosecond, Topology: poller.PerWaiter},
 		{Waiters: 2, LockOSThread: true},
 	} {
 		p, err := poller.New(o)

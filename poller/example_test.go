@@ -60,7 +60,7 @@ func Example() {
 // New validates its options: the zero value is a good default, and bad
 // values get ErrInvalid with the reason.
 func ExampleNew() {
-	_, err := poller.New(poller.Options{Reclaimer: poller.PassBuckClassic})
+	_, err := poller.New(poller.Options{Waiters: -1})
 	fmt.Println(errors.Is(err, poller.ErrInvalid))
 
 	p, err := poller.New(poller.Options{}) // GOMAXPROCS waiters, no timeout

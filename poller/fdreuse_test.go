@@ -43,7 +43,7 @@ var fdReuseCycles = flag.Int("fdreuse.cycles", 5000,
 func TestFDReuse(t *testing.T) {
 	for _, topo := range topologies {
 		t.Run(topo.String(), func(t *testing.T) {
-			opts := optsFor(topo, poller.PassBuck, 4)
+			opts := optsFor(topo, passBuck, 4)
 			res := runFDReuse(t, opts, *fdReuseCycles, 4, false, 0)
 			res.summary(t, "fd reuse "+topo.String())
 			res.fail(t)

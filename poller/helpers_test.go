@@ -6,6 +6,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/gracepoll/gracepoll/passbuck"
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"os"
 	"runtime"
 	"slices"
@@ -31,14 +34,38 @@ const quiet = 20 * time.Millisecond
 
 var (
 	topologies = []poller.Topology{poller.Shared, poller.PerWaiter}
-	reclaimers = []poller.ReclaimerKind{poller.PassBuck, poller.PassBuckClassic, poller.Epoch}
+	reclaimers = []reclaimerKind{passBuck, passBuckClassic, epochQSBR}
 )
+
+// reclaimerKind names the reclaimers the tests plug into the poller.
+type reclaimerKind int
+
+const (
+	passBuck        reclaimerKind = iota // the default: pass-the-buck, skipping offline waiters
+	passBuckClassic                      // the original pass-the-buck, which needs a timeout
+	epochQSBR                            // epoch-based quiescent-state reclamation
+)
+
+func (k reclaimerKind) String() string {
+	return [...]string{"passbuck", "passbuck-classic", "epoch"}[k]
+}
+
+// factory returns the reclaimer's factory for Options.Reclaimer.
+func (k reclaimerKind) factory() reclaim.Factory {
+	switch k {
+	case passBuckClassic:
+		return passbuck.Factory(passbuck.Options{Mode: passbuck.Classic})
+	case epochQSBR:
+		return epoch.Factory(epoch.Options{})
+	}
+	return passbuck.Factory(passbuck.Options{})
+}
 
 // optsFor returns the options of one configuration; the classic reclaimer
 // gets the 1 ms WaitTimeout it needs.
-func optsFor(topo poller.Topology, rk poller.ReclaimerKind, waiters int) poller.Options {
-	o := poller.Options{Waiters: waiters, Topology: topo, Reclaimer: rk}
-	if rk == poller.PassBuckClassic {
+func optsFor(topo poller.Topology, rk reclaimerKind, waiters int) poller.Options {
+	o := poller.Options{Waiters: waiters, Topology: topo, Reclaimer: rk.factory()}
+	if rk == passBuckClassic {
 		o.WaitTimeout = time.Millisecond
 	}
 	return o

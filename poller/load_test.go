@@ -39,8 +39,8 @@ func TestLoad(t *testing.T) {
 	raiseNoFile(t, loadRegs+1500)
 	for _, c := range []struct {
 		topo poller.Topology
-		rk   poller.ReclaimerKind
-	}{{poller.Shared, poller.PassBuck}, {poller.PerWaiter, poller.Epoch}} {
+		rk   reclaimerKind
+	}{{poller.Shared, passBuck}, {poller.PerWaiter, epochQSBR}} {
 		t.Run(c.topo.String()+"/"+c.rk.String(), func(t *testing.T) {
 			testLoad(t, optsFor(c.topo, c.rk, 2))
 		})
@@ -255,8 +255,8 @@ func testLoad(t *testing.T, opts poller.Options) {
 	time.Sleep(quiet) // a callback after Close would show now
 
 	st := p.Stats()
-	t.Logf("%s/%s: %d registrations set up in %v; %v of traffic and churn: %d writes, %d events, %d replaced; released-but-not-free backlog max %d over %d samples (bound %d), drained in %v after the churn stopped, release latency p50 %v p99 %v max %v; Close under load (%d live, %d events so far) took %v and released %d of %d",
-		opts.Topology, opts.Reclaimer, loadRegs, setup.Round(time.Millisecond), loadRun, writes.Load(), events.Load(), churned.Load(),
+	t.Logf("%s: %d registrations set up in %v; %v of traffic and churn: %d writes, %d events, %d replaced; released-but-not-free backlog max %d over %d samples (bound %d), drained in %v after the churn stopped, release latency p50 %v p99 %v max %v; Close under load (%d live, %d events so far) took %v and released %d of %d",
+		t.Name(), loadRegs, setup.Round(time.Millisecond), loadRun, writes.Load(), events.Load(), churned.Load(),
 		maxBacklog, samples, loadBacklog, drained.Round(time.Microsecond), before.ReleaseLatency.P50, before.ReleaseLatency.P99, before.ReleaseLatency.Max, before.Live, before.Events, closeTook.Round(time.Microsecond), releasedAtClose, total)
 	if n := bad.n.Load(); n != 0 {
 		t.Errorf("%d failures; the first:\n%s", n, bad.String())

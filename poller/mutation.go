@@ -1,13 +1,14 @@
 package poller
 
 // Deliberate bugs for the mutation tests, which prove that the torture and
-// fd-reuse tests catch each one. A normal build has the constant mutNone
-// (mutation_off.go), so every hook below is dead code the compiler drops;
-// only a build with the tag gracepoll_mutation (mutation_on.go), used by
-// tests alone, can switch one on.
+// fd-reuse tests catch each one. Production code calls the test hooks
+// below in one line each; a normal build (mutation_off.go) makes them
+// identity functions the compiler inlines away, and only a build with the
+// tag gracepoll_mutation (mutation_on.go), used by tests alone, can switch
+// a bug on.
 const (
 	mutNone       = iota
-	mutNoGrace    // release at once, without a grace period
-	mutTwoLoads   // validate with two loads: generation, then state
-	mutNoValidate // skip offline waiters but trust events after Online
+	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
+	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
+	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
 )

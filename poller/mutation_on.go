@@ -2,5 +2,40 @@
 
 package poller
 
+import (
+	"runtime"
+
+	"github.com/gracepoll/gracepoll/reclaim"
+)
+
 // mutation is set by tests (export_mutation_test.go) before New.
 var mutation = mutNone
+
+// testHookValidate replaces the validating load's verdict.
+func testHookValidate(s *slot, gen uint32, v state, ok bool) (state, bool) {
+	switch mutation {
+	case mutTwoLoads:
+		g := v.gen()
+		runtime.Gosched() // widen the window the second load opens
+		v = s.load()
+		return v, g == gen && v.life() == lifeActive
+	case mutNoValidate:
+		return v, true
+	}
+	return v, ok
+}
+
+// testHookReclaimer wraps the reclaimer in one that skips the grace period.
+func testHookReclaimer(r reclaim.Reclaimer) reclaim.Reclaimer {
+	if mutation == mutNoGrace {
+		return noGrace{r}
+	}
+	return r
+}
+
+type noGrace struct{ reclaim.Reclaimer }
+
+func (n noGrace) Retire(release func()) error {
+	go release()
+	return nil
+}

@@ -19,9 +19,10 @@ import (
 	"github.com/gracepoll/gracepoll/poller"
 )
 
-// The lessons of the seed systems: Zap's release vs remove with waiter
-// statistics readable in the disconnect path, and IBAL CEP's bounded,
-// cancelling destroy.
+// Lifecycle lessons of two transports: release vs remove with waiter
+// statistics readable in the disconnect path (the OVIS LDMS Zap transport),
+// and a bounded, cancelling destroy (the OpenFabrics IBAL connection
+// manager).
 
 // In the final hang-up event and in OnRelease the registration's waiter,
 // that waiter's statistics and the registration's own counters are
@@ -33,11 +34,16 @@ func TestStatsReadableInDisconnectPath(t *testing.T) {
 		defer unix.Close(b)
 		type seen struct {
 			info poller.Info
+			ws   poller.WaiterStats
 			err  error
 			ev   poller.Event
 		}
+		type released struct {
+			poller.Released
+			ws poller.WaiterStats
+		}
 		final := make(chan seen, 1)
-		rel := make(chan poller.Released, 1)
+		rel := make(chan released, 1)
 		var h poller.Handle
 		var err error
 		h, err = p.Add(poller.Registration{
@@ -50,10 +56,14 @@ func TestStatsReadableInDisconnectPath(t *testing.T) {
 				}
 				if e.Events&(poller.HangUp|poller.Error) != 0 {
 					in, err := p.Info(e.Handle)
-					final <- seen{in, err, e}
+					ws, _ := p.WaiterStats(in.Waiter)
+					final <- seen{in, ws, err, e}
 				}
 			},
-			OnRelease: func(r poller.Released) { rel <- r },
+			OnRelease: func(r poller.Released) {
+				ws, _ := p.WaiterStats(r.Waiter)
+				rel <- released{r, ws}
+			},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -75,25 +85,25 @@ func TestStatsReadableInDisconnectPath(t *testing.T) {
 		if f.info.Registered {
 			t.Error("Info in the final event: still registered; it must leave epoll before its final event")
 		}
-		if f.info.Waiter != f.ev.Waiter || f.info.WaiterStats.Index != f.ev.Waiter || f.info.WaiterStats.Name == "" {
+		if f.info.Waiter != f.ev.Waiter || f.ws.Index != f.ev.Waiter || f.ws.Name == "" {
 			t.Errorf("Info in the final event names waiter %d (stats of %d %q), event on waiter %d",
-				f.info.Waiter, f.info.WaiterStats.Index, f.info.WaiterStats.Name, f.ev.Waiter)
+				f.info.Waiter, f.ws.Index, f.ws.Name, f.ev.Waiter)
 		}
 		if f.info.Registration.BytesIn != 5 || f.info.Registration.Events < 2 {
 			t.Errorf("Info in the final event: counters %+v, want 5 bytes in and at least 2 events", f.info.Registration)
 		}
-		if opts.Topology == poller.PerWaiter && (!f.info.Attached || f.info.WaiterStats.Attached < 1) {
+		if opts.Topology == poller.PerWaiter && (!f.info.Attached || f.ws.Attached < 1) {
 			t.Errorf("per-waiter: in the final event the registration is detached already: %+v", f.info)
 		}
 		r := wait(t, rel, "release")
-		if r.Reason != poller.HungUp || r.Waiter != f.ev.Waiter || r.WaiterStats.Index != r.Waiter {
-			t.Errorf("released %+v, want HungUp on waiter %d with its stats", basicRelease(r), f.ev.Waiter)
+		if r.Reason != poller.HungUp || r.Waiter != f.ev.Waiter || r.ws.Index != r.Waiter {
+			t.Errorf("released %+v, want HungUp on waiter %d with its stats", basicRelease(r.Released), f.ev.Waiter)
 		}
 		if r.Registration.BytesIn != 5 || r.Registration.Events != f.info.Registration.Events {
 			t.Errorf("released counters %+v, want 5 bytes and %d events, the final one included", r.Registration, f.info.Registration.Events)
 		}
-		if opts.Topology == poller.PerWaiter && r.WaiterStats.Attached < 1 {
-			t.Errorf("per-waiter: OnRelease sees waiter %d with %d attached; the registration must stay attached until OnRelease returns", r.Waiter, r.WaiterStats.Attached)
+		if opts.Topology == poller.PerWaiter && r.ws.Attached < 1 {
+			t.Errorf("per-waiter: OnRelease sees waiter %d with %d attached; the registration must stay attached until OnRelease returns", r.Waiter, r.ws.Attached)
 		}
 		barrier(t, p)
 		if _, err := p.Info(h); !errors.Is(err, poller.ErrStale) {

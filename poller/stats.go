@@ -4,13 +4,339 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gracepoll/gracepoll/reclaim"
 )
 
+// Statistics per waiter, per registration and per poller, in the manner of
+// the OVIS LDMS Zap transport's thread statistics: each waiter's counters
+// are written by it alone, once per epoll_wait, and read here, so
+// collecting them costs the waiters nothing.
+
+// RegistrationStats are one registration's own counters.
+type RegistrationStats struct {
+	Events      uint64        `json:"events"`       // OnEvent calls
+	BytesIn     uint64        `json:"bytes_in"`     // as reported with CountBytes
+	BytesOut    uint64        `json:"bytes_out"`    // as reported with CountBytes
+	HandlerTime time.Duration `json:"handler_time"` // in OnEvent; needs Options.TimeHandlers
+	Age         time.Duration `json:"age"`          // since Add
+}
+
+// Info describes a registration that is live, or released and not yet
+// freed: the disconnect path can still read its waiter and counters.
+type Info struct {
+	Handle Handle `json:"handle"`
+	FD     int    `json:"fd"`
+	// Registered: in epoll, events still delivered. False once released.
+	Registered bool `json:"registered"`
+	// Attached: counted in its waiter's Attached; true until its
+	// OnRelease has returned.
+	Attached     bool              `json:"attached"`
+	Waiter       int               `json:"waiter"` // as in Released
+	Registration RegistrationStats `json:"registration"`
+}
+
+// WaiterStats are one waiter's statistics. Counters are totals since New;
+// Utilisation covers the window since New or the last ResetStats.
+type WaiterStats struct {
+	Index      int           `json:"index"`
+	Name       string        `json:"name"`
+	TID        int           `json:"tid,omitempty"` // OS thread id, with Options.LockOSThread
+	Attached   int64         `json:"attached"`      // registrations it owns (PerWaiter)
+	Events     uint64        `json:"events"`        // OnEvent calls
+	Wakeups    uint64        `json:"wakeups"`       // epoll_wait returns
+	Stale      uint64        `json:"stale"`         // events dropped by validation
+	Waiting    time.Duration `json:"waiting"`       // in epoll_wait
+	Processing time.Duration `json:"processing"`    // everything else
+	// Utilisation is processing / (processing + waiting) over Window, or
+	// -1 when the window holds no time yet.
+	Utilisation float64       `json:"utilisation"`
+	Window      time.Duration `json:"window"`
+	// Holding counts releases waiting for this waiter's next quiescent
+	// point; GracePeriods the quiescent points at which it let releases
+	// through.
+	Holding      int64  `json:"holding"`
+	GracePeriods uint64 `json:"grace_periods"`
+}
+
+// Latency summarises release latencies (Delete to the start of the
+// release) over the stats window.
+type Latency struct {
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+	Max     time.Duration `json:"max"`
+	Samples int           `json:"samples"`
+}
+
+// Stats is a snapshot of a poller's statistics. Each waiter's counters are
+// read together, waiter by waiter, while the poller runs: totals may be
+// skewed by work in flight, never torn.
+type Stats struct {
+	Waiters         []WaiterStats `json:"waiters"`
+	Live            int64         `json:"live"`              // registrations active now
+	ReleasedNotFree int64         `json:"released_not_free"` // deleted, release not yet done
+	Added           uint64        `json:"added"`
+	Deleted         uint64        `json:"deleted"`  // by Delete, hang-up, panic or Close
+	Releases        uint64        `json:"releases"` // release work completed
+	Events          uint64        `json:"events"`   // OnEvent calls
+	Stale           uint64        `json:"stale"`    // events dropped by validation
+	Wakeups         uint64        `json:"wakeups"`  // epoll_wait returns
+	Panics          uint64        `json:"panics"`
+	// ClosedEarly counts fds found closed at Delete whose epoll entry
+	// survived through another descriptor (see Delete).
+	ClosedEarly uint64 `json:"closed_early"`
+	// ReleaseLatency covers releases since New or the last ResetStats.
+	ReleaseLatency Latency `json:"release_latency"`
+	// OldestPending is the age of the oldest released-but-not-free
+	// registration, 0 if none.
+	OldestPending time.Duration `json:"oldest_pending"`
+	Window        time.Duration `json:"window"`
+	Reclaim       reclaim.Stats `json:"reclaim"`
+}
+
+// waiterOf returns the waiter a registration belongs to (PerWaiter) or
+// last ran on (Shared), -1 if none.
+func (s *slot) waiterOf() int {
+	if s.waiter >= 0 {
+		return s.waiter
+	}
+	return int(s.lastWaiter.Load())
+}
+
+// regStats reads a slot's own counters. The caller keeps the slot from
+// being freed.
+func (p *Poller) regStats(s *slot) RegistrationStats {
+	return RegistrationStats{
+		Events:      s.nEvents.Load(),
+		BytesIn:     s.bytesIn.Load(),
+		BytesOut:    s.bytesOut.Load(),
+		HandlerTime: time.Duration(s.handlerNs.Load()),
+		Age:         time.Duration(p.now() - s.addedAt),
+	}
+}
+
+// Info describes h while it is live or released and not yet freed (its
+// final hang-up event included). It returns ErrStale once the release has
+// begun, or for a handle never issued. For its waiter's statistics, call
+// WaiterStats(Info.Waiter).
+func (p *Poller) Info(h Handle) (Info, error) {
+	s, err := p.acquire(h, true)
+	if err != nil {
+		return Info{}, err
+	}
+	defer p.unhold(s)
+	return Info{
+		Handle:       h,
+		FD:           s.fd,
+		Registered:   s.active(h.Gen()),
+		Attached:     s.attached,
+		Waiter:       s.waiterOf(),
+		Registration: p.regStats(s),
+	}, nil
+}
+
+// WaiterStats returns waiter i's statistics, or ErrInvalid for an index
+// out of range.
+func (p *Poller) WaiterStats(i int) (WaiterStats, error) {
+	if i < 0 || i >= len(p.waiters) {
+		return WaiterStats{}, fmt.Errorf("%w: waiter %d of %d", ErrInvalid, i, len(p.waiters))
+	}
+	parts := p.rec.Stats().Participants
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
+	return p.waiterStatsLocked(i, p.now(), parts), nil
+}
+
+// times returns waiter w's waiting and processing totals, the running
+// phase included.
+func (p *Poller) times(w *waiter, now int64) (wait, proc int64) {
+	ph := w.phase.Load()
+	wait, proc = w.waitNs.Load(), w.procNs.Load()
+	switch {
+	case ph > 0:
+		wait += max(now-ph, 0)
+	case ph < 0:
+		proc += max(now+ph, 0)
+	}
+	return wait, proc
+}
+
+func (p *Poller) waiterStatsLocked(i int, now int64, parts []reclaim.ParticipantStats) WaiterStats {
+	w := &p.waiters[i]
+	wait, proc := p.times(w, now)
+	ws := WaiterStats{
+		Index:       i,
+		Name:        w.name,
+		TID:         int(w.tid.Load()),
+		Attached:    w.attached.Load(),
+		Events:      w.events.Load(),
+		Wakeups:     w.wakeups.Load(),
+		Stale:       w.stale.Load(),
+		Waiting:     time.Duration(wait),
+		Processing:  time.Duration(proc),
+		Utilisation: -1,
+		Window:      time.Duration(now - p.windowStart),
+	}
+	dw, dp := wait-p.baseWait[i], proc-p.baseProc[i]
+	if dw+dp > 0 {
+		ws.Utilisation = float64(dp) / float64(dw+dp)
+	}
+	if i < len(parts) {
+		ws.Holding, ws.GracePeriods = parts[i].Holding, parts[i].Passed
+	}
+	return ws
+}
+
+// Stats returns a snapshot of the poller's statistics.
+func (p *Poller) Stats() Stats {
+	rs := p.rec.Stats()
+	st := Stats{
+		Added:          uint64(p.added.Value()),
+		Deleted:        uint64(p.deleted.Value()),
+		Releases:       uint64(p.releases.Value()),
+		Panics:         uint64(p.panics.Value()),
+		ClosedEarly:    uint64(p.closedEarly.Value()),
+		Reclaim:        rs,
+		ReleaseLatency: p.latency.summary(),
+		OldestPending:  p.oldestPending(),
+	}
+	p.statsMu.Lock()
+	now := p.now()
+	st.Window = time.Duration(now - p.windowStart)
+	st.Waiters = make([]WaiterStats, len(p.waiters))
+	for i := range p.waiters {
+		ws := p.waiterStatsLocked(i, now, rs.Participants)
+		st.Waiters[i] = ws
+		st.Events += ws.Events
+		st.Stale += ws.Stale
+		st.Wakeups += ws.Wakeups
+	}
+	p.statsMu.Unlock()
+	st.Live = int64(st.Added) - int64(st.Deleted)
+	st.ReleasedNotFree = int64(st.Deleted) - int64(st.Releases)
+	return st
+}
+
+// ResetStats starts a new window for utilisation and release latency.
+// Counters are totals and are not reset.
+func (p *Poller) ResetStats() {
+	p.statsMu.Lock()
+	now := p.now()
+	p.windowStart = now
+	for i := range p.waiters {
+		p.baseWait[i], p.baseProc[i] = p.times(&p.waiters[i], now)
+	}
+	p.statsMu.Unlock()
+	p.latency.reset()
+}
+
+// pendingAge returns how long slot s has been released and not yet free,
+// or false if it is not.
+func (p *Poller) pendingAge(s *slot, now int64) (state, int64, bool) {
+	v := s.load()
+	if l := v.life(); l != lifeReleased && l != lifeFreeing {
+		return v, 0, false
+	}
+	at := s.deletedAt.Load()
+	return v, now - at, at > 0
+}
+
+// oldestPending scans the slots for the oldest released-but-not-free one.
+func (p *Poller) oldestPending() time.Duration {
+	now := p.now()
+	var oldest int64
+	for i := range p.tab.used() {
+		if _, age, ok := p.pendingAge(p.tab.get(i), now); ok {
+			oldest = max(oldest, age)
+		}
+	}
+	return time.Duration(oldest)
+}
+
+// watch is the release watchdog: it reports, once each, releases pending
+// longer than Options.ReleaseWatchdog and what holds them. It only reads.
+func (p *Poller) watch() {
+	defer close(p.wdDone)
+	limit := int64(p.opts.ReleaseWatchdog)
+	tick := time.NewTicker(max(p.opts.ReleaseWatchdog/4, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.watchdog:
+			return
+		case <-tick.C:
+		}
+		now := p.now()
+		for i := range p.tab.used() {
+			s := p.tab.get(i)
+			v, age, ok := p.pendingAge(s, now)
+			if ok && age >= limit && s.warned.CompareAndSwap(false, true) {
+				p.report(s.handle(v.gen()), v, time.Duration(age))
+			}
+		}
+	}
+}
+
+// report logs one stuck release with what holds it.
+func (p *Poller) report(h Handle, v state, age time.Duration) {
+	args := []any{"handle", h.String(), "age", age.Round(time.Millisecond)}
+	switch {
+	case v.life() == lifeFreeing:
+		args = append(args, "held_by", "OnRelease still running")
+	case v.holds() > 0:
+		args = append(args, "held_by", "holds", "holds", v.holds())
+	default:
+		var waiters []int
+		for i, ps := range p.rec.Stats().Participants {
+			if ps.Holding > 0 {
+				waiters = append(waiters, i)
+			}
+		}
+		args = append(args, "held_by", "grace period", "waiters", waiters)
+	}
+	p.opts.Logger.Warn("poller: release pending too long; still waiting, never releasing early", args...)
+}
+
+// latencyWindow keeps the most recent release latencies, a fixed number,
+// for percentiles. A release records one with two atomic operations, no
+// lock; a sample being overwritten while summary reads it only blurs a
+// percentile.
+type latencyWindow struct {
+	buf [4096]atomic.Int64
+	n   atomic.Int64 // samples written since New
+	at  atomic.Int64 // n at the last reset
+}
+
+func (w *latencyWindow) add(d time.Duration) {
+	i := w.n.Add(1) - 1
+	w.buf[i%int64(len(w.buf))].Store(int64(d))
+}
+
+func (w *latencyWindow) reset() { w.at.Store(w.n.Load()) }
+
+// summary returns percentiles over the samples kept (the last 4096 since
+// the reset) and the number of samples since the reset.
+func (w *latencyWindow) summary() Latency {
+	n := w.n.Load()
+	since := n - w.at.Load()
+	k := min(since, int64(len(w.buf)))
+	if k <= 0 {
+		return Latency{}
+	}
+	xs := make([]time.Duration, k)
+	for j := range k {
+		xs[j] = time.Duration(w.buf[(n-1-j)%int64(len(w.buf))].Load())
+	}
+	slices.Sort(xs)
+	at := func(q float64) time.Duration { return xs[min(int(k)-1, int(q*float64(k)))] }
+	return Latency{P50: at(0.50), P99: at(0.99), Max: xs[k-1], Samples: int(since)}
+}
+
 // String renders the snapshot as a table, one row per waiter, then a
-// poller-wide line, in the manner of Zap's thread_stats.
+// poller-wide line.
 func (s Stats) String() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -29,8 +355,8 @@ func (s Stats) String() string {
 			round(w.Waiting), round(w.Processing), util, w.Holding, w.GracePeriods)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "live %d, released-not-free %d, added %d, deleted %d, releases %d, panics %d\n",
-		s.Live, s.ReleasedNotFree, s.Added, s.Deleted, s.Releases, s.Panics)
+	fmt.Fprintf(&b, "live %d, released-not-free %d, added %d, deleted %d, releases %d, panics %d, closed-early %d\n",
+		s.Live, s.ReleasedNotFree, s.Added, s.Deleted, s.Releases, s.Panics, s.ClosedEarly)
 	l := s.ReleaseLatency
 	fmt.Fprintf(&b, "release latency p50 %v p99 %v max %v (%d in %v), oldest pending %v\n",
 		round(l.P50), round(l.P99), round(l.Max), l.Samples, round(s.Window), round(s.OldestPending))
@@ -48,44 +374,4 @@ func round(d time.Duration) time.Duration {
 		return d.Round(10 * time.Nanosecond)
 	}
 	return d
-}
-
-// latencyWindow keeps the most recent release latencies, a fixed number,
-// for percentiles. A release records one under a mutex: once per
-// registration, never per event.
-type latencyWindow struct {
-	mu   sync.Mutex
-	buf  [4096]time.Duration
-	n    int // samples ever written since reset
-	next int
-}
-
-func (w *latencyWindow) add(d time.Duration) {
-	w.mu.Lock()
-	w.buf[w.next] = d
-	w.next = (w.next + 1) % len(w.buf)
-	w.n++
-	w.mu.Unlock()
-}
-
-func (w *latencyWindow) reset() {
-	w.mu.Lock()
-	w.n, w.next = 0, 0
-	w.mu.Unlock()
-}
-
-// summary returns percentiles over the samples kept (the last 4096) and the
-// number of samples since the reset.
-func (w *latencyWindow) summary() Latency {
-	w.mu.Lock()
-	k := min(w.n, len(w.buf))
-	xs := slices.Clone(w.buf[:k])
-	n := w.n
-	w.mu.Unlock()
-	if k == 0 {
-		return Latency{}
-	}
-	slices.Sort(xs)
-	at := func(q float64) time.Duration { return xs[min(k-1, int(q*float64(k)))] }
-	return Latency{P50: at(0.50), P99: at(0.99), Max: xs[k-1], Samples: n}
 }

@@ -145,7 +145,7 @@ func TestMutationChild(t *testing.T) {
 	switch test {
 	case "torture":
 		cfg := tortureConfig{
-			topo: topo, rk: poller.PassBuck, duration: *mutationBudget,
+			topo: topo, rk: passBuck, duration: *mutationBudget,
 			seed: uint64(time.Now().UnixNano()), stopEarly: true, mutant: true,
 			// Few lanes: slots and fd numbers are reused at once; many
 			// waiters: events are in flight on waiters gone offline.
@@ -155,7 +155,7 @@ func TestMutationChild(t *testing.T) {
 		res.summary(t, "mutant "+name+" "+topo.String())
 		n, first = res.viol.n.Load(), res.viol.String()
 	case "fdreuse":
-		res := runFDReuse(t, optsFor(topo, poller.PassBuck, 4), 1<<30, 4, true, *mutationBudget)
+		res := runFDReuse(t, optsFor(topo, passBuck, 4), 1<<30, 4, true, *mutationBudget)
 		res.summary(t, "mutant "+name+" "+topo.String())
 		n, first = res.viol.n.Load(), res.viol.String()
 	default:

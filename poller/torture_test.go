@@ -99,7 +99,7 @@ func TestTorture(t *testing.T) {
 // tortureConfig is one configuration of the torture.
 type tortureConfig struct {
 	topo     poller.Topology
-	rk       poller.ReclaimerKind
+	rk       reclaimerKind
 	duration time.Duration
 	seed     uint64
 	waiters  int           // per round; 0: random 1..8

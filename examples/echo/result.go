@@ -53,7 +53,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	secs := r.Elapsed.Seconds()
 	fmt.Fprintf(w, "\nsummary: %.1fs, %d waiters, %v topology, %v reclaimer, epoll_wait timeout %v\n",
-		secs, len(r.Stats.Waiters), opts.Topology, opts.Reclaimer, timeoutText(opts.WaitTimeout))
+		secs, len(r.Stats.Waiters), opts.Topology, cfg.Reclaimer, timeoutText(opts.WaitTimeout))
 	fmt.Fprintf(w, "  messages:         %d of %d bytes, %.0f msgs/s\n", r.Msgs, r.Size, float64(r.Msgs)/secs)
 	fmt.Fprintf(w, "  connections:      %d opened, %d closed by the client (%d reopened by churn, %.1f/s); server accepted %d, released %d\n",
 		r.Opened, r.Closed, r.Reopened, float64(r.Reopened)/secs, r.Accepted, r.Released)

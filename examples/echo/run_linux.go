@@ -26,7 +26,7 @@ func run(cfg config, w io.Writer) (result, error) {
 	}
 	if !cfg.Quiet {
 		fmt.Fprintf(w, "echo server on %s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
-			srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, opts.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
+			srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
 	}
 	g := newLoadgen(srv.Addr(), cfg)
 	began := time.Now()

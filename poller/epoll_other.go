@@ -1,0 +1,28 @@
+//go:build !linux
+
+package poller
+
+// There is no epoll here: New returns ErrUnsupported before it calls any of
+// these, and the rest of the package compiles unchanged.
+
+const supported = false
+
+type epollEvent struct {
+	Events uint32
+	Fd     int32
+	Pad    int32
+}
+
+func epollCreate() (int, error)                          { return -1, ErrUnsupported }
+func epollAdd(epfd, fd int, bits uint32, h Handle) error { return ErrUnsupported }
+func epollMod(epfd, fd int, bits uint32, h Handle) error { return ErrUnsupported }
+func epollDel(epfd, fd int) bool                         { return false }
+func epollWait(epfd int, evs []epollEvent, msec int) (int, error) {
+	return 0, ErrUnsupported
+}
+func entryAlive(epfd, fd int, h Handle) bool { return false }
+func newEventfd() (int, error)               { return -1, ErrUnsupported }
+func signal(efd int)                         {}
+func drain(efd int)                          {}
+func closeFD(fd int)                         {}
+func gettid() int                            { return 0 }

@@ -1,0 +1,150 @@
+package poller
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/gracepoll/gracepoll/passbuck"
+	"github.com/gracepoll/gracepoll/reclaim"
+)
+
+// Topology says how registrations map to epoll sets.
+type Topology int
+
+const (
+	// PerWaiter (the default) gives each waiter its own epoll set; a
+	// registration belongs to the waiter with the fewest registrations
+	// when it is added (or the one Registration.Waiter names), and only
+	// that waiter dispatches it, so serialisation is free: no re-arm, no
+	// atomic per event. It is what gnet and netpoll do with their loops.
+	PerWaiter Topology = iota
+	// Shared is one epoll set that every waiter waits on: any waiter may
+	// dispatch any registration, which balances uneven load. Serialisation
+	// costs an EPOLLONESHOT re-arm syscall per event for level-triggered
+	// registrations, an atomic pending bit for edge-triggered ones.
+	Shared
+)
+
+// String returns "shared" or "per-waiter".
+func (t Topology) String() string {
+	switch t {
+	case Shared:
+		return "shared"
+	case PerWaiter:
+		return "per-waiter"
+	}
+	return fmt.Sprintf("Topology(%d)", int(t))
+}
+
+// Limits enforced by New.
+const (
+	MaxWaiters     = 1024
+	MaxMaxEvents   = 1 << 16
+	MaxWaitTimeout = time.Hour
+)
+
+// DefaultReleaseWatchdog is the watchdog threshold when
+// Options.ReleaseWatchdog is 0.
+const DefaultReleaseWatchdog = 10 * time.Second
+
+// Options configures a Poller. The zero value is a good default: GOMAXPROCS
+// waiters each on its own epoll set, blocking without timeout,
+// pass-the-buck reclamation that skips offline waiters.
+type Options struct {
+	// Waiters is the number of waiter goroutines; 0 means GOMAXPROCS.
+	Waiters int
+	// WaitTimeout bounds each epoll_wait; 0 blocks indefinitely. It is
+	// rounded up to a whole millisecond. Only a reclaimer that needs
+	// every waiter to wake up (reclaim.NeedsQuiesce) needs it.
+	WaitTimeout time.Duration
+	// MaxEvents is the number of events one epoll_wait may return; 0
+	// means 128.
+	MaxEvents int
+	// Topology is PerWaiter (default) or Shared.
+	Topology Topology
+	// Reclaimer makes the deferred reclaimer, with one participant per
+	// waiter; nil means pass-the-buck skipping offline waiters,
+	// passbuck.Factory(passbuck.Options{}). Any reclaimer that passes
+	// package reclaimtest's conformance suite may be plugged in, such as
+	// epoch.Factory(epoch.Options{}), or the original pass-the-buck scheme,
+	// passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), which
+	// needs WaitTimeout > 0 and releases in about Waiters/2 timeouts.
+	Reclaimer reclaim.Factory
+	// LockOSThread wires each waiter goroutine to its own OS thread.
+	LockOSThread bool
+	// OnPanic, if set, is called with the handle, the recovered value and
+	// the stack of a panic in OnEvent, OnRelease or a timer function.
+	// When nil the panic is logged to Logger. Either way the poller goes
+	// on, and a registration whose OnEvent panicked is deleted.
+	OnPanic func(h Handle, value any, stack []byte)
+	// Logger receives the watchdog's reports, misuse reports and
+	// unhandled panics; nil means slog.Default().
+	Logger *slog.Logger
+	// ReleaseWatchdog reports, once per registration, a release pending
+	// longer than this, and what holds it (waiters yet to pass a quiescent
+	// point, or holds). It never releases early. 0 means 10 s; negative
+	// disables the watchdog.
+	ReleaseWatchdog time.Duration
+	// TimeHandlers measures every OnEvent call, for
+	// RegistrationStats.HandlerTime: one clock read per event, a few
+	// percent of dispatch on VMs with a slow clock source. Per-waiter
+	// processing and waiting times are always measured, per batch.
+	TimeHandlers bool
+}
+
+// normalize validates o and fills in defaults.
+func normalize(o *Options) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case o.Waiters < 0 || o.Waiters > MaxWaiters:
+		return bad("Options.Waiters = %d, want 0..%d", o.Waiters, MaxWaiters)
+	case o.WaitTimeout < 0 || o.WaitTimeout > MaxWaitTimeout:
+		return bad("Options.WaitTimeout = %v, want 0..%v", o.WaitTimeout, MaxWaitTimeout)
+	case o.MaxEvents < 0 || o.MaxEvents > MaxMaxEvents:
+		return bad("Options.MaxEvents = %d, want 0..%d", o.MaxEvents, MaxMaxEvents)
+	case o.Topology != Shared && o.Topology != PerWaiter:
+		return bad("unknown Options.Topology %d", int(o.Topology))
+	case o.ReleaseWatchdog > MaxWaitTimeout*24:
+		return bad("Options.ReleaseWatchdog = %v, want at most %v", o.ReleaseWatchdog, MaxWaitTimeout*24)
+	}
+	if o.Waiters == 0 {
+		o.Waiters = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxEvents == 0 {
+		o.MaxEvents = 128
+	}
+	if o.ReleaseWatchdog == 0 {
+		o.ReleaseWatchdog = DefaultReleaseWatchdog
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// newReclaimer makes o's reclaimer and checks it can work with o.
+func newReclaimer(o *Options) (reclaim.Reclaimer, error) {
+	f := o.Reclaimer
+	if f == nil {
+		f = passbuck.Factory(passbuck.Options{})
+	}
+	rec, err := f(o.Waiters)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Options.Reclaimer: %w", ErrInvalid, err)
+	}
+	if rec == nil || rec.Participants() != o.Waiters {
+		if rec != nil {
+			rec.Close()
+		}
+		return nil, fmt.Errorf("%w: Options.Reclaimer made no reclaimer with %d participants", ErrInvalid, o.Waiters)
+	}
+	if reclaim.NeedsQuiesce(rec) && o.WaitTimeout == 0 {
+		rec.Close()
+		return nil, fmt.Errorf("%w: this reclaimer needs Options.WaitTimeout > 0: it completes a grace period only when every waiter wakes up, and a waiter blocked in epoll_wait without a timeout never does", ErrInvalid)
+	}
+	return rec, nil
+}

@@ -1,0 +1,181 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gracepoll/gracepoll/reclaim"
+)
+
+// A registration's end, from Delete to the recycled slot, in the order it
+// happens:
+//
+//	Delete / hangUp / panic / shutdown
+//	  end:      claim (active -> released), stop timers and context,
+//	            EPOLL_CTL_DEL, all under ctlMu
+//	  retire:   the slot's release function goes to the reclaimer
+//	... grace period: every waiter passes a quiescent point ...
+//	  release:  released -> freeing (or wait for the last hold),
+//	            OnRelease, close an owned fd, detach from the waiter,
+//	            freeing -> free with the next generation, recycle
+
+// Delete ends registration h. It returns at once: the fd leaves epoll
+// before Delete returns, OnRelease runs later on another goroutine, or on a
+// waiter, after every waiter has passed a quiescent point. It may be called
+// from any goroutine, OnEvent included. A second Delete, or a Delete of a
+// stale handle, returns ErrStale.
+//
+// An OnEvent call dispatched before Delete may still be running, or even
+// start, after Delete returns; every such call is over once OnRelease
+// starts. So close or reuse an fd you own (CloseFD false) only in or after
+// OnRelease, or hand it to the poller with CloseFD: otherwise that late
+// handler may read from whatever the kernel gives the number to next.
+//
+// If the caller closed the fd already, the lifecycle still completes. But
+// if another descriptor still shares the fd's open file (a dup, a child
+// forked without close-on-exec, a copy sent over a Unix socket), the kernel
+// keeps the epoll entry, and nothing can remove it by number: its events
+// arrive as stale ones, and a level-triggered one wakes its waiter again
+// and again until that other descriptor closes. The poller detects this at
+// Delete (EPOLL_CTL_DEL fails with EBADF and the entry is still listed),
+// counts it in Stats.ClosedEarly and logs it once. It does not prevent it
+// by registering a duplicate of every fd it does not own: that would cost a
+// descriptor per registration, to protect a rule the caller can keep.
+func (p *Poller) Delete(h Handle) error {
+	tok, err := p.enter()
+	if err != nil {
+		return err
+	}
+	defer p.ops.RUnlock(tok)
+	s := p.lookup(h)
+	if s == nil || !p.end(s, h.Gen(), Deleted) {
+		return ErrStale
+	}
+	p.retire(s)
+	return nil
+}
+
+// end claims generation gen of s for the reason why and takes it out of
+// epoll; only one caller wins. Callers other than shutdown then retire it.
+func (p *Poller) end(s *slot, gen uint32, why Reason) bool {
+	s.ctlMu.Lock()
+	if !s.claim(gen) {
+		s.ctlMu.Unlock()
+		return false
+	}
+	s.reason = why
+	s.deletedAt.Store(p.now())
+	p.stopWork(s)
+	early := epollDel(p.epfdOf(s), s.fd)
+	s.ctlMu.Unlock()
+	p.deleted.Inc()
+	if early {
+		p.closedEarlyFound(s, makeHandle(s.index, gen))
+	}
+	if !s.closeFD {
+		p.forgetFD(s.fd, makeHandle(s.index, gen))
+	}
+	return true
+}
+
+// closedEarlyFound handles an fd the caller closed before Delete: harmless
+// unless the epoll entry survived it (see Delete).
+func (p *Poller) closedEarlyFound(s *slot, h Handle) {
+	if !entryAlive(p.epfdOf(s), s.fd, h) {
+		return
+	}
+	p.closedEarly.Inc()
+	if p.earlyWarned.CompareAndSwap(false, true) {
+		p.opts.Logger.Warn("poller: fd closed before Delete while another descriptor shares its file; "+
+			"its epoll entry survives and reports stale events until that descriptor closes. "+
+			"Close an fd only in or after OnRelease, or register it with CloseFD (counted in Stats.ClosedEarly; reported once)",
+			"fd", s.fd, "handle", h.String())
+	}
+}
+
+func (p *Poller) forgetFD(fd int, h Handle) {
+	p.fds.Compute(fd, func(old Handle, loaded bool) (Handle, bool) {
+		return old, !loaded || old == h
+	})
+}
+
+// retire hands an ended slot to the reclaimer.
+func (p *Poller) retire(s *slot) {
+	if err := p.rec.Retire(s.release); err != nil {
+		// Only after the reclaimer closed, when the waiters are gone:
+		// no grace period is needed.
+		go p.release(s)
+	}
+}
+
+// release finishes a registration after its grace period: unless holds
+// remain (then the last one retires it again), it moves the slot to
+// freeing, runs OnRelease, closes an owned fd, detaches the registration
+// from its waiter, then bumps the generation and recycles the slot. It
+// takes no lock but the fd map's and the table's, and allocates nothing.
+func (p *Poller) release(s *slot) {
+	h, ok := s.toFreeing()
+	if !ok {
+		return
+	}
+	p.latency.add(time.Duration(p.now() - s.deletedAt.Load()))
+	if s.onRelease != nil {
+		p.releasing.Add(1)
+		runOnRelease(p, s.onRelease, Released{
+			Handle:       h,
+			FD:           s.fd,
+			Waiter:       s.waiterOf(),
+			Reason:       s.reason,
+			Registration: p.regStats(s),
+		})
+		p.releasing.Add(-1)
+	}
+	if s.closeFD {
+		// Forget the number before closing it: once closed, the kernel
+		// may hand it to the next accept or open at once, and an Add of
+		// that new fd must not find the old registration's claim.
+		p.forgetFD(s.fd, h)
+		closeFD(s.fd)
+	}
+	if s.attached {
+		p.waiters[s.waiter].attached.Add(-1)
+	}
+	s.clear()
+	if s.free(h.Gen()) {
+		p.tab.recycle(h.Slot())
+	}
+	p.releases.Inc()
+}
+
+// runOnRelease calls f, recovering a panic. inCallback finds its frame on
+// the stack: that is how Close and Barrier know they run inside OnRelease,
+// at no cost to the release.
+//
+//go:noinline
+func runOnRelease(p *Poller, f func(Released), r Released) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.reportPanic(r.Handle, v)
+		}
+	}()
+	f(r)
+}
+
+// Barrier returns when every release of a registration deleted before the
+// call has completed (OnRelease returned, owned fd closed), or when ctx
+// ends. Called from OnEvent or OnRelease it returns ErrInCallback instead of
+// waiting for itself.
+func (p *Poller) Barrier(ctx context.Context) error {
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	if p.inCallback() {
+		return ErrInCallback
+	}
+	err := p.rec.Barrier(ctx)
+	if errors.Is(err, reclaim.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}

@@ -1,0 +1,216 @@
+package poller
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+)
+
+// waiter is one waiter goroutine's state, padded against false sharing.
+// Its counters are written only by that goroutine, once per epoll_wait.
+type waiter struct {
+	id       int
+	name     string
+	set      int // index of its epoll set and mailbox
+	epfd     int
+	goid     atomic.Int64
+	tid      atomic.Int64
+	attached atomic.Int64 // registrations it owns (PerWaiter)
+	events   atomic.Uint64
+	calls    uint64 // OnEvent calls in the current batch; this goroutine only
+	stale    atomic.Uint64
+	wakeups  atomic.Uint64
+	waitNs   atomic.Int64 // total time in epoll_wait
+	procNs   atomic.Int64 // total time outside it
+	// phase is +t while waiting since t, -t while processing since t (ns
+	// since Poller.base), 0 once stopped: Stats adds the running phase.
+	phase atomic.Int64
+	_     [64]byte
+}
+
+// run is one waiter's loop:
+//
+//	offline (quiescent point; may run completed releases)
+//	epoll_wait
+//	online
+//	for each event: wake-up -> skip; mailbox -> run fired timers;
+//	                else validate against the slot word, then dispatch
+//	publish the batch's counters
+func (p *Poller) run(w *waiter) {
+	defer p.wg.Done()
+	if p.opts.LockOSThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		w.tid.Store(int64(gettid()))
+	}
+	w.goid.Store(goid()) // once per waiter, for inCallback
+	evs := make([]epollEvent, p.opts.MaxEvents)
+	// Time is read twice per epoll_wait, never per event (unless
+	// TimeHandlers): waiting is the call, processing everything else.
+	last := p.now()
+	w.phase.Store(-last)
+	defer w.phase.Store(0)
+	for {
+		// Offline is this waiter's quiescent point: it holds no event of
+		// the previous batch. It may run releases that completed here.
+		p.rec.Offline(w.id)
+		t := p.now()
+		w.procNs.Add(t - last)
+		w.phase.Store(t)
+		n, err := epollWait(w.epfd, evs, p.timeoutMs)
+		last = p.now()
+		w.waitNs.Add(last - t)
+		w.phase.Store(-last)
+		p.rec.Online(w.id)
+		if p.closing.Load() {
+			p.rec.Offline(w.id)
+			return
+		}
+		if err != nil {
+			// Only a bug can make epoll_wait fail; report it rather than
+			// spin.
+			p.reportPanic(0, fmt.Errorf("poller: epoll_wait: %w", err))
+			p.rec.Offline(w.id)
+			return
+		}
+		var stale uint64
+		for i := range evs[:n] {
+			h, e := eventOf(&evs[i])
+			switch h {
+			case wakeHandle:
+				continue
+			case mailHandle:
+				p.deliverTimers(w)
+				continue
+			}
+			if s := p.lookup(h); s == nil || !p.dispatch(w, s, h, e) {
+				stale++
+			}
+		}
+		w.wakeups.Add(1)
+		// Count OnEvent calls, not validated events: on a shared set an
+		// event merged into a running handler's next run, or a final
+		// event that lost to a Delete, calls nothing.
+		if w.calls != 0 {
+			w.events.Add(w.calls)
+			w.calls = 0
+		}
+		if stale != 0 {
+			w.stale.Add(stale)
+		}
+	}
+}
+
+// dispatch validates and runs one event (or fired timers) for h's slot, by
+// the topology's serialisation. It reports false for a stale event.
+func (p *Poller) dispatch(w *waiter, s *slot, h Handle, e Events) bool {
+	if p.opts.Topology == Shared {
+		return p.dispatchShared(w, s, h, e)
+	}
+	return p.dispatchOwned(w, s, h, e)
+}
+
+// dispatchOwned runs an event on the registration's own waiter (PerWaiter):
+// only this waiter dispatches it, so its runs are serialised for free.
+func (p *Poller) dispatchOwned(w *waiter, s *slot, h Handle, e Events) bool {
+	if _, ok := s.validate(h.Gen()); !ok {
+		return false
+	}
+	if e&(HangUp|Error) != 0 {
+		p.hangUp(w, s, h, e)
+		return true
+	}
+	if p.callEvent(w, s, h, e) {
+		p.endFromWaiter(s, h, Panicked)
+	}
+	return true
+}
+
+// dispatchShared serialises the registration's OnEvent across waiters with
+// the running and pending bits of its state word.
+func (p *Poller) dispatchShared(w *waiter, s *slot, h Handle, e Events) bool {
+	switch s.enterRun(h.Gen(), e) {
+	case runStale:
+		return false
+	case runQueued:
+		return true
+	}
+	for {
+		if e&(HangUp|Error) != 0 {
+			p.hangUp(w, s, h, e)
+			s.stopRunning()
+			return true
+		}
+		if p.callEvent(w, s, h, e) {
+			p.endFromWaiter(s, h, Panicked)
+		}
+		var again bool
+		if e, again = s.finishRun(); !again {
+			break
+		}
+	}
+	if Events(s.events.Load())&EdgeTriggered == 0 {
+		p.rearm(s, h)
+	}
+	return true
+}
+
+// rearm re-enables a one-shot registration after its dispatch, if it is
+// still active: one load of the word, under ctlMu, which Delete's claim
+// also holds.
+func (p *Poller) rearm(s *slot, h Handle) {
+	s.ctlMu.Lock()
+	if s.active(h.Gen()) {
+		// ENOENT or EBADF: the user closed the fd; Delete still works.
+		epollMod(p.epfdOf(s), s.fd, p.epollBits(Events(s.events.Load())), h)
+	}
+	s.ctlMu.Unlock()
+}
+
+// hangUp delivers a registration's final event: it leaves epoll first, the
+// event is delivered once, then the registration is released as if deleted.
+// The fd stays open until after OnRelease, so the handler can still read
+// what arrived before the hang-up.
+func (p *Poller) hangUp(w *waiter, s *slot, h Handle, e Events) {
+	if !p.end(s, h.Gen(), HungUp) {
+		return // deleted meanwhile: no more events
+	}
+	p.callEvent(w, s, h, e)
+	p.retire(s)
+}
+
+// endFromWaiter ends a registration from inside a waiter, which needs no
+// ops fence: Close joins the waiters before closing epoll sets.
+func (p *Poller) endFromWaiter(s *slot, h Handle, why Reason) {
+	if p.end(s, h.Gen(), why) {
+		p.retire(s)
+	}
+}
+
+// callEvent runs OnEvent (after any fired timers) and reports whether it
+// panicked.
+func (p *Poller) callEvent(w *waiter, s *slot, h Handle, e Events) (panicked bool) {
+	if e&timerDue != 0 {
+		p.runTimers(s, h)
+		if e &^= timerDue; e == 0 {
+			return false
+		}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = true
+			p.reportPanic(h, v)
+		}
+	}()
+	w.calls++
+	s.nEvents.Add(1)
+	if s.waiter < 0 && s.lastWaiter.Load() != int32(w.id) {
+		s.lastWaiter.Store(int32(w.id))
+	}
+	if p.opts.TimeHandlers {
+		t := p.now()
+		defer func() { s.handlerNs.Add(p.now() - t) }()
+	}
+	s.onEvent(Event{Handle: h, FD: s.fd, Events: e, Waiter: w.id})
+	return false
+}
