@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The launcher, cmd/echoserve, is built once per test binary run into a
@@ -78,10 +81,10 @@ func (c *child) Pid() int { return c.cmd.Process.Pid }
 const startTimeout = 15 * time.Second
 
 // startChild starts path with args and env added to this process's
-// environment, and waits up to timeout for its "addr host:port" line on
-// stdout. A child that exits first, prints something else or says nothing
+// environment, on cpu (see startOn) if cpu >= 0, and waits up to timeout for
+// its "addr host:port" line on stdout. A child that exits first, prints something else or says nothing
 // in time is killed and reported with what it wrote to stderr.
-func startChild(path string, args, env []string, timeout time.Duration) (*child, error) {
+func startChild(path string, args, env []string, cpu int, timeout time.Duration) (*child, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	// If this process dies without closing stdin, the kernel kills the
@@ -99,7 +102,7 @@ func startChild(path string, args, env []string, timeout time.Duration) (*child,
 	cmd.Stdout = pw
 	c := &child{cmd: cmd, stdin: stdin, stderr: &capped{max: 64 << 10}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
-	err = cmd.Start()
+	err = startOn(cmd, cpu)
 	pw.Close() // the child holds its own copy
 	if err != nil {
 		pr.Close()
@@ -138,6 +141,35 @@ func startChild(path string, args, env []string, timeout time.Duration) (*child,
 		c.kill()
 		return nil, fmt.Errorf("%s did not print its address within %v; killed; stderr:\n%s", name, timeout, c.stderr)
 	}
+}
+
+// startOn starts cmd with its affinity set to cpu from the first
+// instruction: the child inherits the CPU mask of the thread that forks it,
+// so this goroutine forks from its own thread pinned to cpu for the
+// moment. The child's runtime then sees one CPU (runtime.NumCPU) and none
+// of its threads ever runs on the client's CPU.
+func startOn(cmd *exec.Cmd, cpu int) error {
+	if cpu < 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var saved, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &saved); err != nil {
+		return err
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin the forking thread to CPU %d: %w", cpu, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &saved); rerr != nil && err == nil {
+		// This thread would stay on the server's CPU.
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("restore the forking thread's CPU mask: %w", rerr)
+	}
+	return err
 }
 
 // stop asks the child to exit by closing its stdin and waits for it, up to

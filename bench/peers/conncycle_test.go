@@ -91,7 +91,7 @@ func BenchmarkConnCycle(b *testing.B) {
 				if *serverProfileDir != "" {
 					args = append(args, "-cpuprofile", filepath.Join(*serverProfileDir, s.Name+".pprof"))
 				}
-				c, err := startChild(path, args, []string{"GOMAXPROCS=1"}, startTimeout)
+				c, err := startChild(path, args, []string{"GOMAXPROCS=1"}, serverCPU, startTimeout)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -409,7 +409,7 @@ func TestConnCycleLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	fds := openFDs(t)
-	srv, err := startChild(path, []string{"-server", "net", "-cpu", "0"}, []string{"GOMAXPROCS=1"}, startTimeout)
+	srv, err := startChild(path, []string{"-server", "net", "-cpu", "0"}, []string{"GOMAXPROCS=1"}, 0, startTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,12 +427,12 @@ func TestConnCycleLauncher(t *testing.T) {
 		t.Error(err)
 	}
 
-	_, err = startChild(path, []string{"-server", "no-such-server"}, nil, startTimeout)
+	_, err = startChild(path, []string{"-server", "no-such-server"}, nil, -1, startTimeout)
 	if err == nil || !strings.Contains(err.Error(), `unknown server "no-such-server"`) {
 		t.Errorf("unknown server: err = %v, want the launcher's message", err)
 	}
 	t0 := time.Now()
-	_, err = startChild("/bin/sh", []string{"-c", "exec sleep 30"}, nil, 200*time.Millisecond)
+	_, err = startChild("/bin/sh", []string{"-c", "exec sleep 30"}, nil, 0, 200*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not print its address") || time.Since(t0) > 5*time.Second {
 		t.Errorf("silent child: err = %v after %v", err, time.Since(t0))
 	}
