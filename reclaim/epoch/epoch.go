@@ -1,58 +1,137 @@
 // Package epoch implements reclaim.Reclaimer as an epoch-based
-// quiescent-state reclaimer (QSBR), in the manner of liburcu's urcu-qsbr with
-// call_rcu: participants announce quiescent points by copying a global epoch
-// into a per-participant counter, and one background goroutine per Reclaimer
-// advances the epoch, waits for every participant to catch up or be offline,
-// and then runs the release functions retired before it advanced.
+// quiescent-state reclaimer (QSBR) in the manner of liburcu's urcu-qsbr:
+// participants announce quiescent points by copying a global epoch into a
+// per-participant counter. As in crossbeam-epoch's try_advance, the
+// participants themselves advance the epoch and run the release functions
+// whose grace period is over, at their quiescent points; a background
+// goroutine does it only when nobody else will, because every participant is
+// offline (an idle server).
+//
+// # How it works
+//
+// A global word holds the epoch E (starting at 1) and a pending bit, set
+// while release functions wait in the queue. Each participant owns a counter:
+// 0 while it is offline, otherwise the epoch it last observed at a quiescent
+// point or at Online.
+//
+//   - Retire appends the release function to a FIFO queue, under the queue's
+//     mutex, tagged with E loaded under that mutex. Tags are therefore
+//     non-decreasing in queue order. A Retire that finds the queue empty
+//     sets the pending bit and wakes the background goroutine: once per
+//     batch, not once per Retire. Retire never runs a release function.
+//   - Quiesce loads the word and compares it with a copy private to the
+//     participant. If nothing changed, that is all it does. Otherwise it
+//     stores the epoch in its counter and, if the pending bit is set,
+//     drives: it tries to advance, and runs what is releasable.
+//   - Offline stores 0 in the counter and, if the pending bit is set, drives
+//     the same way (without publishing an epoch: it stays offline).
+//   - Online stores the epoch it loads. It never drives: going online never
+//     lets a grace period complete.
+//   - Driving: if every participant's counter is E or 0, compare-and-swap
+//     the word from E to E+1; a participant inside Quiesce then publishes
+//     E+1 at once (it is still at its quiescent point), so that with the
+//     others offline or caught up it can advance again. An entry tagged t is
+//     releasable once E >= t+2. The driver takes the queue's releasable
+//     prefix and runs it, on its own stack, holding a run token so that
+//     releases run one at a time and in Retire order (FIFO), which Barrier
+//     relies on. A driver inside Quiesce or Offline stops after two
+//     advances and two runs, so that a participant is never kept from its
+//     own work by a stream of Retires; see "Progress".
 //
 // # Guarantees
 //
 // On top of the reclaim.Reclaimer contract:
 //
-//   - Quiesce with no grace period in progress costs one atomic load and a
-//     compare with a participant-private field: no lock, no read-modify-write,
-//     no allocation, no shared cache line written.
-//   - Offline and Online cost one atomic store and one atomic load each. No
-//     participant method ever runs a release function.
-//   - Release functions run one at a time, in Retire order (FIFO), on the
-//     Reclaimer's goroutine, or on Close's goroutine for those still pending
-//     when Close is called. Retire is O(1) and never blocks on a
-//     grace period.
-//   - A release function that panics on the Reclaimer's goroutine crashes
-//     the program, as a panic in any goroutine does: there is no caller to
-//     return it to. One that panics during Close propagates out of Close,
-//     and the releases after it never run.
+//   - Quiesce with nothing to do costs one atomic load and a compare with a
+//     participant-private field: no lock, no read-modify-write, no
+//     allocation, no shared cache line written.
+//   - Offline with nothing pending costs one atomic store and one atomic
+//     load; Online, one atomic load and one atomic store.
+//   - Release functions run one at a time, in Retire order (FIFO): on the
+//     stack of a participant's Quiesce or Offline, on the Reclaimer's
+//     goroutine, or on Close's goroutine for those still pending when Close
+//     is called. Retire is O(1), never blocks on a grace period and never
+//     runs a release function.
+//   - A release function that panics inside Quiesce or Offline: the panic
+//     goes up the participant's stack (it counts as Released); the rest of
+//     the releases it was running go back to the head of the queue, still in
+//     order, and the Reclaimer's goroutine runs them. One that panics on the
+//     Reclaimer's goroutine crashes the program, as a panic in any goroutine
+//     does: there is no caller to return it to. One that panics during Close
+//     propagates out of Close, and the releases after it never run.
 //
 // # Why it is safe
 //
-// The global epoch E only grows, and only the grace-period goroutine advances
-// it, one grace period at a time. A deleter stores its delete (say, a slot
-// marked released) before calling Retire; the grace-period goroutine takes
-// the batch after that Retire and then advances E to T. It then reads every
-// participant's counter (Go's sync/atomic operations are sequentially
-// consistent, so all these accesses fall in one total order):
+// Go's sync/atomic operations are sequentially consistent: all of them fall
+// in one total order, consistent with each goroutine's program order. The
+// epoch only grows, by one at a time, and only by a compare-and-swap from E
+// to E+1 made after its maker loaded E and then read every counter and found
+// each equal to E (or above: then the word has moved and the swap fails) or
+// 0. A participant stores in its counter only a value it loaded from the
+// word, so a counter read as E was stored after a load that returned E, that
+// is after the swap that made the epoch E.
 //
-//   - counter >= T: the participant stored it after loading E >= T, hence
-//     after the delete, at a quiescent point (or at Online, after which it
-//     validates what it holds). Every reference it holds now was obtained
-//     after it could see the delete.
-//   - counter == 0: the participant was offline when read. Its next Online
-//     store, and the validating loads after it, come later in the total order
-//     and see the delete.
+// A deleter stores its delete (a slot marked released, a pointer unlinked)
+// before calling Retire, and Retire loads E = t after it. Take an entry
+// tagged t, and the swap from t+1 to t+2. Its maker loaded t+1, after the
+// swap to t+1, which itself came after Retire's load of t (that load read
+// the word before the swap changed it); so every counter read it made came
+// after the delete. For each participant it read:
 //
-// Either way no participant can still use what the batch releases. Online
-// stores the epoch it loaded; if E advanced in between, the participant looks
-// behind and the grace period waits for its next Quiesce: conservative, and
-// still safe.
+//   - t+1: the participant stored t+1 after loading it, so after the delete,
+//     at a quiescent point (it held nothing from before) or at Online (after
+//     which it validates what its blocking call returned). It has not stored
+//     since, so everything it holds now it obtained, or validated, after the
+//     delete, and it sees the delete.
+//   - 0: the participant was offline and uses nothing. Its next Online
+//     stores after this read, and its validating loads come later still, so
+//     they see the delete.
+//
+// Either way no participant can still use what the entry releases once the
+// epoch reaches t+2. One advance is not enough: the swap from t to t+1 may
+// have been decided on counter reads made before the delete.
+//
+// A counter may lag: Online (or a slow Quiesce) may store an epoch that has
+// already been superseded. That only makes the participant look behind, so
+// grace periods wait for its next quiescent point: conservative, and still
+// safe. Quiesce on an offline participant publishes nothing.
 //
 // Offline alone does not make a blocking call safe: epoll_wait hands out
 // references while its caller is offline. The caller must validate them after
 // Online; see the reclaim package.
+//
+// # Progress
+//
+// Whenever work is pending and the epoch could advance, someone is bound to
+// drive. Every participant stores its counter, then loads the word and, if
+// the pending bit is set, reads the other counters (store, then scan). Of two
+// participants doing so at once, the later store comes first in the order
+// before the other's scan, so the last participant to catch up sees the
+// others caught up (Dekker's argument). A driver stops only when:
+//
+//   - nothing is pending;
+//   - some online participant is behind E: that participant has not yet
+//     stored E, so its next Quiesce sees a word different from its private
+//     copy, and its next Offline sees the pending bit; either way it
+//     drives;
+//   - the run token is taken: its holder, after releasing the token, loads
+//     the word and the queue's head again and runs what became releasable.
+//     A failed token acquisition reads the holder's acquisition, so it comes
+//     before the holder's release, which comes before the holder's re-check:
+//     an advance made before a failed acquisition is never missed;
+//   - its budget is spent: Quiesce makes its participant's next Quiesce
+//     drive again, and Offline wakes the Reclaimer's goroutine.
+//
+// With every participant offline, the last one to go offline drives, and
+// after that the Retire that finds the queue empty wakes the Reclaimer's
+// goroutine, which drives without a budget. The goroutine never polls: it
+// sleeps until woken.
 package epoch
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,21 +148,32 @@ const MaxParticipants = 1 << 16
 // ppc64 cores have 128-byte lines.
 const cacheLine = 128
 
-// Fallback poll while a grace period waits. Wake-ups are not lost by design
-// (see waitGrace), so this only bounds the damage of a bug; it backs off so
-// that a participant stuck online costs tens of wake-ups a second, not a
-// thousand.
+// The global word: the epoch shifted left by one, and the pending bit.
 const (
-	pollMin = time.Millisecond
-	pollMax = 16 * time.Millisecond
+	pendingBit = 1
+	epochUnit  = 2
+	// staleWord is never the global word (the epoch is never 0): as a
+	// participant's private copy, it sends the next Quiesce to the slow
+	// path.
+	staleWord = pendingBit
+	// noRipe is Reclaimer.ripe while the queue is empty.
+	noRipe = math.MaxUint64
 )
 
-// Queue chunks: 4 KiB each, one allocation per chunkSize Retires at worst,
-// none in steady state. Unlike a slice that doubles, a chunk list never
-// copies under the lock, so Retire is O(1) even after a burst. maxFree
-// bounds what a burst leaves allocated.
+// A participant's driving budget in one Quiesce or Offline call. Two
+// advances take an entry retired before the call to releasable.
 const (
-	chunkSize = 255
+	driveAdvances = 2
+	driveRuns     = 2
+)
+
+// Queue chunks: about 4 KiB each. A chunk holds entries of one tag only, so
+// that the releasable prefix of the queue is a run of whole chunks, taken in
+// O(1) each. Unlike a slice that doubles, a chunk list never copies under the
+// lock, so Retire is O(1) even after a burst; recycled chunks make steady
+// state allocation-free. maxFree bounds what a burst leaves allocated.
+const (
+	chunkSize = 250
 	maxFree   = 16
 )
 
@@ -91,20 +181,27 @@ var _ reclaim.Reclaimer = (*Reclaimer)(nil)
 
 var errNilRelease = fmt.Errorf("%w: nil release function", reclaim.ErrInvalid)
 
-// participant is one participant's state, alone in its cache-line block so
-// that participants announcing quiescent points do not slow each other down.
-type participant struct {
+// participantState is what a participant keeps, alone in its cache-line block
+// so that participants announcing quiescent points do not slow each other
+// down.
+type participantState struct {
 	// ctr is 0 while offline, else the epoch the participant last
-	// observed. Written only by the participant, read by the grace-period
-	// goroutine.
+	// published. Written only by the participant, read by drivers.
 	ctr atomic.Uint64
-	// seen shadows ctr for the participant's goroutine alone, so the fast
-	// path of Quiesce reads no shared line but E's.
+	// seen is, for the participant's goroutine alone, the global word at
+	// its last publication (or staleWord), so that the fast path of
+	// Quiesce reads no shared line but the word's.
 	seen uint64
-	// passed counts the slow-path quiescent points, at which this
-	// participant let a grace period through; for Stats.
+	// pub is, for the participant's goroutine alone, what ctr holds.
+	pub uint64
+	// passed counts the quiescent points at which this participant found
+	// work pending and drove; for Stats.
 	passed atomic.Uint64
-	_      [cacheLine - 24]byte
+}
+
+type participant struct {
+	participantState
+	_ [cacheLine - unsafe.Sizeof(participantState{})%cacheLine]byte
 }
 
 // Compile-time check that a participant fills exactly one padding unit.
@@ -120,33 +217,48 @@ type entry struct {
 }
 
 type chunk struct {
-	entries [chunkSize]entry
-	n       int // entries in use
+	tag     uint64 // the epoch every entry in it was retired in
+	start   int64  // stamp of its first user entry, 0 if none
+	users   int    // user entries in entries[off:n]
+	off, n  int    // entries[off:n] have not run
 	next    *chunk
+	entries [chunkSize]entry
 }
 
-// A batch is a FIFO list of entries: the queue that Retire appends to, or a
-// queue taken by the grace-period goroutine.
+// A batch is a FIFO list of chunks: the queue that Retire appends to, or a
+// prefix of it taken to run.
 type batch struct {
 	head, tail *chunk
 	users      int   // user (non-internal) entries
 	start      int64 // stamp of the first user entry, 0 if none
 }
 
-// concat appends b's entries to a's.
-func (a *batch) concat(b batch) {
+// splice appends o's chunks to b's.
+func (b *batch) splice(o batch) {
+	if o.head == nil {
+		return
+	}
 	if b.head == nil {
+		*b = o
 		return
 	}
-	if a.head == nil {
-		*a = b
-		return
+	b.tail.next = o.head
+	b.tail = o.tail
+	b.users += o.users
+	if b.start == 0 {
+		b.start = o.start
 	}
-	a.tail.next = b.head
-	a.tail = b.tail
-	a.users += b.users
-	if a.start == 0 {
-		a.start = b.start
+}
+
+// restamp recomputes start from the chunks, for a batch whose head changed.
+// It stops at the first chunk with a user entry, normally the first.
+func (b *batch) restamp() {
+	b.start = 0
+	for c := b.head; c != nil; c = c.next {
+		if c.users > 0 {
+			b.start = c.start
+			return
+		}
 	}
 }
 
@@ -155,41 +267,39 @@ func (a *batch) concat(b batch) {
 // contract describes.
 //
 // Fields are grouped by who writes them, each group padded to its own
-// cache-line block: the read-mostly group that every Quiesce reads, the
-// Retire group under mu, and the counters the grace-period goroutine writes.
+// cache-line block: the group that every participant call reads, the Retire
+// group under mu, and the counters that release runners write.
 type Reclaimer struct {
-	// Read on every participant call; written twice per grace period.
-	epoch    atomic.Uint64 // E: starts at 1, advanced at each grace period
-	gpActive atomic.Bool   // a grace period is waiting for participants
-	parts    []participant // immutable slice header
-	kick     chan struct{} // wakes the grace-period goroutine; capacity 1
-	_        [cacheLine]byte
+	// Read on every participant call; written about three times per
+	// batch (pending set, advances, pending cleared).
+	word  atomic.Uint64 // epoch<<1 | pendingBit
+	ripe  atomic.Uint64 // epoch at which the queue's head becomes releasable (its tag+2); noRipe if empty
+	parts []participant // immutable slice header
+	_     [cacheLine]byte
 
 	// Retire side.
 	mu      sync.Mutex
-	queue   batch  // retired, not yet taken by the grace-period goroutine
+	queue   batch  // retired, not yet taken to run
 	free    *chunk // recycled chunks
 	nfree   int
 	retired uint64 // user entries accepted
-	idle    bool   // grace-period goroutine is waiting for work
 	closed  bool
 	_       [cacheLine]byte
 
-	// Written by whoever runs releases (the grace-period goroutine, then
-	// Close after joining it); read by Stats.
+	// Written by release runners; read by Stats.
+	running      atomic.Bool   // the run token: held while taking and running releases; Close keeps it
 	started      atomic.Uint64 // user entries whose release has begun
-	released     atomic.Uint64 // user entries whose release has returned
-	gracePeriods atomic.Uint64
-	gpTarget     atomic.Uint64 // epoch the current grace period waits for, 0 if none
-	gpUsers      atomic.Int64  // user releases in the batch it waits for
-	batchStart   atomic.Int64  // start of the batch taken, 0 once its user entries have all started
+	released     atomic.Uint64 // user entries whose release has returned (or panicked)
+	gracePeriods atomic.Uint64 // releasable prefixes taken with user entries in them
+	runStart     atomic.Int64  // stamp of the prefix being run, 0 once its user entries have all started
+	_            [cacheLine]byte
 
-	// Lifecycle; immutable after New except as noted.
+	// Lifecycle; immutable after New.
+	kick      chan struct{} // wakes the Reclaimer's goroutine; capacity 1
 	base      time.Time     // monotonic origin of stamps
 	stop      chan struct{} // closed by Close
-	done      chan struct{} // closed when the grace-period goroutine exits
+	done      chan struct{} // closed when the Reclaimer's goroutine exits
 	closeDone chan struct{} // closed when the first Close returns
-	leftover  batch         // batch abandoned at Close; read after done
 }
 
 // Options configures a Reclaimer. It has no settings yet: the zero value is
@@ -204,9 +314,9 @@ func Factory(opts Options) reclaim.Factory {
 }
 
 // New returns a Reclaimer for participants participants, indexed from 0,
-// all online as if each had just called Online, and starts its grace-period
-// goroutine. It returns an error wrapping reclaim.ErrInvalid if participants
-// is not in [1, MaxParticipants]. Call Close to stop the goroutine.
+// all online as if each had just called Online, and starts its goroutine. It
+// returns an error wrapping reclaim.ErrInvalid if participants is not in
+// [1, MaxParticipants]. Call Close to stop the goroutine.
 //
 // Every participant must take part: one that never calls Quiesce or Offline
 // holds up every grace period, and nothing is released until Close.
@@ -223,12 +333,15 @@ func New(participants int, _ Options) (*Reclaimer, error) {
 		done:      make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
-	r.epoch.Store(1)
+	r.word.Store(1 * epochUnit)
+	r.ripe.Store(noRipe)
 	for i := range r.parts {
-		r.parts[i].ctr.Store(1)
-		r.parts[i].seen = 1
+		p := &r.parts[i]
+		p.ctr.Store(1)
+		p.pub = 1
+		p.seen = 1 * epochUnit
 	}
-	go r.run()
+	go r.background()
 	return r, nil
 }
 
@@ -236,57 +349,206 @@ func New(participants int, _ Options) (*Reclaimer, error) {
 func (r *Reclaimer) Participants() int { return len(r.parts) }
 
 // Quiesce announces that participant p holds no reference obtained before
-// the call. Unless a grace period began since p's last announcement it is
-// one atomic load. It never runs release functions.
+// the call. Unless the global word changed since p's last announcement it is
+// one atomic load. Otherwise it publishes the epoch and, with releases
+// pending, advances the epoch if it can and may run release functions whose
+// grace period is over.
 func (r *Reclaimer) Quiesce(p int) {
 	part := &r.parts[p]
-	e := r.epoch.Load()
-	if e == part.seen {
-		return
+	if w := r.word.Load(); w != part.seen {
+		r.quiesceSlow(part, w)
 	}
-	r.quiesceSlow(part, e)
 }
 
-// quiesceSlow publishes a newly observed epoch. Kept out of Quiesce so that
+// quiesceSlow is Quiesce when the word moved. Kept out of Quiesce so that
 // Quiesce inlines.
-func (r *Reclaimer) quiesceSlow(part *participant, e uint64) {
-	part.seen = e
-	part.ctr.Store(e)
+func (r *Reclaimer) quiesceSlow(part *participant, w uint64) {
+	if part.pub == 0 {
+		// Offline: nothing to publish. Help if there is work.
+		if w&pendingBit != 0 && r.drive(nil, true) {
+			r.wake()
+		}
+		return
+	}
+	if w&pendingBit == 0 {
+		publish(part, w)
+		return
+	}
 	part.passed.Add(1)
-	// The epoch moved, so a grace period started; it may be waiting for p.
-	// gpActive was set before the epoch moved, so this load sees it unless
-	// that grace period is already over.
-	if r.gpActive.Load() {
-		r.wake()
+	if r.drive(part, true) {
+		part.seen = staleWord // budget spent: the next Quiesce drives again
+	}
+}
+
+// publish records that part, at a quiescent point, observed word w.
+func publish(part *participant, w uint64) {
+	part.seen = w
+	if e := w / epochUnit; e != part.pub {
+		part.pub = e
+		part.ctr.Store(e)
 	}
 }
 
 // Offline announces that participant p is entering an extended quiescent
-// state and holds no reference. It never runs release functions.
+// state and holds no reference. With releases pending it advances the epoch
+// if it can and may run release functions whose grace period is over.
 func (r *Reclaimer) Offline(p int) {
 	part := &r.parts[p]
-	part.ctr.Store(0)
-	part.seen = 0 // the next Quiesce after Online must not take the fast path on a stale epoch
-	// Dekker with waitGrace, which stores gpActive and then loads ctr: either
-	// it sees 0 or this load sees true and wakes it.
-	if r.gpActive.Load() {
-		r.wake()
+	if part.pub != 0 {
+		part.pub = 0
+		part.ctr.Store(0)
+	}
+	part.seen = staleWord
+	// Store, then load: the mirror image of a driver that loads the word
+	// and then reads the counters.
+	if r.word.Load()&pendingBit != 0 {
+		r.offlineSlow(part)
+	}
+}
+
+func (r *Reclaimer) offlineSlow(part *participant) {
+	part.passed.Add(1)
+	if r.drive(nil, true) {
+		r.wake() // budget spent: nobody else may be coming
 	}
 }
 
 // Online ends participant p's extended quiescent state. What p obtained
-// while offline must be validated after Online returns. It never runs
-// release functions.
+// while offline must be validated after Online returns. On an online
+// participant it does nothing. It never runs release functions.
 func (r *Reclaimer) Online(p int) {
 	part := &r.parts[p]
-	e := r.epoch.Load()
-	part.seen = e
-	part.ctr.Store(e)
+	if part.pub != 0 {
+		return
+	}
+	w := r.word.Load()
+	part.seen = w
+	part.pub = w / epochUnit
+	part.ctr.Store(part.pub)
 }
 
-// Retire schedules release to run on another goroutine after a grace
-// period. It returns an error wrapping reclaim.ErrInvalid for a nil release
-// and reclaim.ErrClosed after Close.
+// drive advances the epoch and runs releasable entries while it can, for a
+// participant at a quiescent point (part, which republishes each new epoch),
+// for an offline participant (part nil, bounded) or for the Reclaimer's
+// goroutine (part nil, unbounded). It reports whether it stopped because its
+// budget was spent with work possibly left to do; the caller must then make
+// sure somebody drives again. See "Progress" in the package comment.
+func (r *Reclaimer) drive(part *participant, bounded bool) (spent bool) {
+	advances, runs := 0, 0
+	for {
+		w := r.word.Load()
+		if part != nil && w != part.seen {
+			publish(part, w)
+		}
+		if w&pendingBit == 0 {
+			return false
+		}
+		e := w / epochUnit
+		if r.ripe.Load() <= e {
+			if bounded && runs == driveRuns {
+				return true
+			}
+			if !r.running.CompareAndSwap(false, true) {
+				return false // the holder re-checks after releasing it
+			}
+			runs++
+			r.runRipe()
+			continue // the re-check
+		}
+		if bounded && advances == driveAdvances {
+			return true
+		}
+		if !r.canAdvance(e) {
+			return false // a participant behind e will drive
+		}
+		if r.word.CompareAndSwap(w, w+epochUnit) {
+			advances++
+		}
+	}
+}
+
+// canAdvance reports whether every participant is offline or has observed
+// epoch e.
+func (r *Reclaimer) canAdvance(e uint64) bool {
+	for i := range r.parts {
+		if c := r.parts[i].ctr.Load(); c != 0 && c < e {
+			return false
+		}
+	}
+	return true
+}
+
+// runRipe takes the queue's releasable prefix and runs it. The caller holds
+// the run token; runRipe releases it, also if a release panics, after
+// handing the rest of the prefix back to the queue and waking the
+// Reclaimer's goroutine to run it.
+func (r *Reclaimer) runRipe() {
+	r.mu.Lock()
+	b := r.takeRipe()
+	r.mu.Unlock()
+	ok := false
+	defer func() {
+		if !ok {
+			r.running.Store(false)
+			r.wake()
+		}
+	}()
+	used := r.runBatch(b, true)
+	ok = true
+	if used != nil {
+		r.mu.Lock()
+		r.recycle(used)
+		r.mu.Unlock()
+	}
+	r.running.Store(false)
+}
+
+// takeRipe detaches the queue's releasable prefix: the chunks whose tag is at
+// most E-2. Called with mu and the run token held.
+func (r *Reclaimer) takeRipe() batch {
+	q := &r.queue
+	e := r.word.Load() / epochUnit
+	var b batch
+	for c := q.head; c != nil && c.tag+2 <= e; c = q.head {
+		q.head = c.next
+		c.next = nil
+		b.splice(batch{head: c, tail: c, users: c.users, start: c.start})
+	}
+	if b.head == nil {
+		return b
+	}
+	q.users -= b.users
+	if q.head == nil {
+		q.tail = nil
+		q.start = 0
+		r.ripe.Store(noRipe)
+		r.word.And(^uint64(pendingBit))
+	} else {
+		q.restamp()
+		r.ripe.Store(q.head.tag + 2)
+	}
+	if b.users > 0 {
+		r.runStart.Store(b.start)
+		r.gracePeriods.Add(1)
+	}
+	return b
+}
+
+// recycle keeps up to maxFree chunks of list h for reuse. Called with mu
+// held.
+func (r *Reclaimer) recycle(h *chunk) {
+	for h != nil && r.nfree < maxFree {
+		c := h
+		h = c.next
+		c.next = r.free // runBatch cleared the rest
+		r.free = c
+		r.nfree++
+	}
+}
+
+// Retire schedules release to run after a grace period, never on the
+// caller's stack. It returns an error wrapping reclaim.ErrInvalid for a nil
+// release and reclaim.ErrClosed after Close.
 func (r *Reclaimer) Retire(release func()) error {
 	if release == nil {
 		return errNilRelease
@@ -294,61 +556,84 @@ func (r *Reclaimer) Retire(release func()) error {
 	return r.enqueue(release, false)
 }
 
-// enqueue appends an entry and wakes the grace-period goroutine if it is
-// idle.
+// enqueue appends an entry tagged with the current epoch. The first entry
+// of a batch sets the pending bit and wakes the Reclaimer's goroutine, in
+// case every participant is offline.
 func (r *Reclaimer) enqueue(fn func(), internal bool) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return reclaim.ErrClosed
 	}
+	// Loaded under mu, after the caller's delete: see "Why it is safe".
+	e := r.word.Load() / epochUnit
 	q := &r.queue
-	if q.tail == nil || q.tail.n == chunkSize {
-		c := r.free
+	first := q.head == nil
+	c := q.tail
+	if c == nil || c.tag != e || c.n == chunkSize {
+		c = r.free
 		if c != nil {
 			r.free, c.next = c.next, nil
 			r.nfree--
 		} else {
 			c = new(chunk)
 		}
-		if q.tail == nil {
+		c.tag = e
+		if first {
 			q.head = c
 		} else {
 			q.tail.next = c
 		}
 		q.tail = c
 	}
-	q.tail.entries[q.tail.n] = entry{fn: fn, internal: internal}
-	q.tail.n++
+	c.entries[c.n] = entry{fn: fn, internal: internal}
+	c.n++
 	if !internal {
 		r.retired++
 		q.users++
-		// Only the first user entry of a batch reads the clock: on a
-		// VM's kvm-clock that read costs about as much as the rest of
+		c.users++
+		// Only a chunk's first user entry reads the clock: on a VM's
+		// kvm-clock that read costs about as much as the rest of
 		// Retire, and the first entry is the oldest, which is what
 		// OldestAge reports.
-		if q.start == 0 {
-			q.start = r.stamp()
+		if c.start == 0 {
+			c.start = r.stamp()
+			if q.start == 0 {
+				q.start = c.start
+			}
 		}
 	}
-	// idle is set under mu by next after it found the queue empty, so
-	// either it sees this entry or we see idle: no lost wake-up, and only
-	// the first Retire after idling sends on the channel.
-	wake := r.idle
-	r.idle = false
+	if first {
+		r.ripe.Store(e + 2)
+		r.word.Or(pendingBit)
+	}
 	r.mu.Unlock()
-	if wake {
+	if first {
 		r.wake()
 	}
 	return nil
 }
 
-// wake nudges the grace-period goroutine without blocking. A token already
+// wake nudges the Reclaimer's goroutine without blocking. A token already
 // in the channel is as good as ours.
 func (r *Reclaimer) wake() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
+	}
+}
+
+// background is the Reclaimer's goroutine: it drives whenever woken, until
+// Close.
+func (r *Reclaimer) background() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.kick:
+		case <-r.stop:
+			return
+		}
+		r.drive(nil, false)
 	}
 }
 
@@ -358,8 +643,8 @@ func (r *Reclaimer) wake() {
 // function. It needs every online participant to reach a quiescent point, or
 // Close to be called.
 func (r *Reclaimer) Barrier(ctx context.Context) error {
-	// Releases run in FIFO order on one goroutine at a time, so a sentinel
-	// runs after everything retired before it has returned.
+	// Releases run in FIFO order one at a time, so a sentinel runs after
+	// everything retired before it has returned.
 	ran := make(chan struct{})
 	if err := r.enqueue(func() { close(ran) }, true); err != nil {
 		return err
@@ -375,36 +660,39 @@ func (r *Reclaimer) Barrier(ctx context.Context) error {
 }
 
 // Stats returns a snapshot of the counters. Pending counts releases retired
-// and not yet started; OldestAge is the age of the oldest of them, exact
-// while it waits for its grace period. Releases are stamped per batch, so
-// while a batch runs OldestAge is that of the batch's first release until
-// the batch's last release has started: an overestimate by at most the time
-// the batch took to gather.
+// and not yet started; OldestAge is the age of the oldest of them. Releases
+// are stamped per chunk (one epoch's Retires), so while a prefix runs
+// OldestAge is that of its first release until its last release has started:
+// an overestimate by at most the time the chunk took to fill. A participant
+// is Holding every queued release while it is online and behind the current
+// epoch, since the next advance waits for it.
 func (r *Reclaimer) Stats() reclaim.Stats {
-	// Load started before retired so Pending cannot go negative.
+	// Each counter is read before the one it cannot exceed, so that
+	// Released <= Retired and Pending >= 0.
+	released := r.released.Load()
 	started := r.started.Load()
 	r.mu.Lock()
 	retired := r.retired
-	// A batch is older than every queued entry. batchStart becomes
-	// nonzero only under mu, as the queue is taken.
-	oldest := r.batchStart.Load()
+	queued := r.queue.users
+	// A prefix being run is older than every queued entry.
+	oldest := r.runStart.Load()
 	if oldest == 0 {
 		oldest = r.queue.start
 	}
 	r.mu.Unlock()
 	s := reclaim.Stats{
 		Retired:      retired,
-		Released:     r.released.Load(),
+		Released:     released,
 		Pending:      int64(retired - started),
 		GracePeriods: r.gracePeriods.Load(),
 		Participants: make([]reclaim.ParticipantStats, len(r.parts)),
 	}
-	t := r.gpTarget.Load()
+	e := r.word.Load() / epochUnit
 	for i := range r.parts {
 		ps := &s.Participants[i]
 		ps.Passed = r.parts[i].passed.Load()
-		if c := r.parts[i].ctr.Load(); t != 0 && c != 0 && c < t {
-			ps.Holding = r.gpUsers.Load()
+		if c := r.parts[i].ctr.Load(); queued > 0 && c != 0 && c < e {
+			ps.Holding = int64(queued)
 		}
 	}
 	if oldest != 0 {
@@ -413,12 +701,13 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 	return s
 }
 
-// Close stops the grace-period goroutine and runs every pending release on
-// the caller's goroutine, in Retire order, without waiting for a grace
-// period: the caller promises that participants hold no references. Later
-// Retire and Barrier calls return reclaim.ErrClosed. Close is idempotent;
-// a concurrent second call returns once the first has finished. It always
-// returns nil. It must not be called from a release function.
+// Close stops the Reclaimer's goroutine and runs every pending release on the
+// caller's goroutine, in Retire order, without waiting for a grace period:
+// the caller promises that participants hold no references. Later Retire and
+// Barrier calls return reclaim.ErrClosed; later participant calls do nothing
+// of note. Close is idempotent; a concurrent second call returns once the
+// first has finished. It always returns nil. It must not be called from a
+// release function.
 func (r *Reclaimer) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -431,150 +720,106 @@ func (r *Reclaimer) Close() error {
 	defer close(r.closeDone) // even if a release panics
 
 	close(r.stop)
-	<-r.done // lets a running batch finish; abandons a grace-period wait
+	<-r.done // lets a drive in progress finish
+	// Wait for a release runner on a participant's stack, if any, and keep
+	// the token: nothing runs releases after this but Close.
+	for !r.running.CompareAndSwap(false, true) {
+		time.Sleep(10 * time.Microsecond)
+	}
 
 	r.mu.Lock()
-	// The abandoned batch was retired before anything still queued.
-	b := r.leftover
-	b.concat(r.queue)
-	r.leftover, r.queue, r.free, r.nfree = batch{}, batch{}, nil, 0
-	r.batchStart.Store(b.start)
+	b := r.queue
+	r.queue, r.free, r.nfree = batch{}, nil, 0
+	r.ripe.Store(noRipe)
+	r.word.And(^uint64(pendingBit))
+	if b.users > 0 {
+		r.runStart.Store(b.start)
+	}
 	r.mu.Unlock()
-	_ = r.runBatch(b) // the chunks go to the garbage collector
+	r.runBatch(b, false) // the chunks go to the garbage collector
 	return nil
 }
 
-// run is the grace-period goroutine: take the whole queue, wait for a grace
-// period, run the batch, repeat. Entries retired meanwhile form the next
-// batch.
-func (r *Reclaimer) run() {
-	defer close(r.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	var used *chunk // chunks of the last batch, to recycle
-	for {
-		b, ok := r.next(used)
-		if !ok {
-			return
-		}
-		r.gpUsers.Store(int64(b.users))
-		if !r.waitGrace(timer) {
-			r.leftover = b // Close runs it after joining us
-			return
-		}
-		r.gracePeriods.Add(1)
-		used = r.runBatch(b)
-	}
-}
-
-// next recycles used, then waits for work and takes the whole queue as a
-// batch. It returns false when Close has been called and nothing is left to
-// take.
-func (r *Reclaimer) next(used *chunk) (batch, bool) {
-	for {
-		r.mu.Lock()
-		for used != nil && r.nfree < maxFree {
-			c := used
-			used = c.next
-			c.next = r.free
-			r.free = c
-			r.nfree++
-		}
-		used = nil
-		if r.queue.head != nil {
-			b := r.queue
-			r.queue = batch{}
-			r.batchStart.Store(b.start)
-			r.mu.Unlock()
-			return b, true
-		}
-		r.idle = true
-		r.mu.Unlock()
-		select {
-		case <-r.kick:
-		case <-r.stop:
-			// Close set closed before closing stop, so the queue
-			// cannot grow; one more pass hands over what is there.
-			r.mu.Lock()
-			empty := r.queue.head == nil
-			r.mu.Unlock()
-			if empty {
-				return batch{}, false
-			}
-		}
-	}
-}
-
-// waitGrace advances the epoch and waits until every participant is offline
-// or has observed the new epoch. It returns false if Close was called first.
-//
-// Wake-ups are not lost: a participant that makes progress stores its
-// counter and then loads gpActive, while this goroutine stores gpActive and
-// then loads the counters, so one of them sees the other (sequentially
-// consistent atomics); a wake sent after the load lands in the buffered kick
-// channel and is consumed by the select below.
-func (r *Reclaimer) waitGrace(timer *time.Timer) bool {
-	select {
-	case <-r.stop:
-		return false
-	default:
-	}
-	r.gpActive.Store(true)
-	defer r.gpActive.Store(false)
-	t := r.epoch.Add(1)
-	r.gpTarget.Store(t)
-	defer r.gpTarget.Store(0)
-	poll := pollMin
-	i := 0 // participants before i are done for this grace period and stay done
-	for {
-		for ; i < len(r.parts); i++ {
-			if c := r.parts[i].ctr.Load(); c != 0 && c < t {
-				break
-			}
-		}
-		if i == len(r.parts) {
-			timer.Stop()
-			return true
-		}
-		timer.Reset(poll)
-		select {
-		case <-r.kick:
-		case <-timer.C:
-			poll = min(2*poll, pollMax)
-		case <-r.stop:
-			timer.Stop()
-			return false
-		}
-	}
-}
-
 // runBatch runs a batch in order, outside every lock, keeping the counters
-// and batchStart current for Stats. It returns the batch's chunks, cleared,
-// for recycling.
-func (r *Reclaimer) runBatch(b batch) *chunk {
+// and runStart current for Stats. It returns the batch's chunks, cleared,
+// for recycling. If a release panics and handBack is set, the entries after
+// it go back to the head of the queue before the panic goes on.
+func (r *Reclaimer) runBatch(b batch, handBack bool) *chunk {
 	users := b.users
-	if users == 0 {
-		r.batchStart.Store(0)
-	}
-	for c := b.head; c != nil; c = c.next {
-		for i := range c.n {
+	c, i := b.head, 0
+	user, finished := false, false
+	defer func() {
+		if finished {
+			return
+		}
+		if user {
+			r.released.Add(1) // it is over, if not returned
+		}
+		if handBack {
+			r.handBack(c, i+1)
+		}
+	}()
+	for ; c != nil; c = c.next {
+		for i = c.off; i < c.n; i++ {
 			e := c.entries[i]
-			if e.internal {
-				e.fn()
-				continue
+			user = !e.internal
+			if user {
+				users--
+				if users == 0 {
+					r.runStart.Store(0) // nothing in this batch is pending now
+				}
+				r.started.Add(1)
 			}
-			users--
-			if users == 0 {
-				r.batchStart.Store(0) // nothing in this batch is pending now
-			}
-			r.started.Add(1)
 			e.fn()
-			r.released.Add(1)
+			if user {
+				r.released.Add(1)
+			}
 		}
 		clear(c.entries[:c.n]) // drop the functions for the garbage collector
-		c.n = 0
+		c.off, c.n, c.users, c.start = 0, 0, 0, 0
 	}
+	finished = true
 	return b.head
+}
+
+// handBack puts the entries of a panicked run that follow the panicking one
+// (entries[off:] of c, and the chunks after c) back at the head of the
+// queue, in order. The chunks before c go to the garbage collector.
+func (r *Reclaimer) handBack(c *chunk, off int) {
+	clear(c.entries[:off])
+	c.off = off
+	c.users = 0
+	for j := off; j < c.n; j++ {
+		if !c.entries[j].internal {
+			c.users++
+		}
+	}
+	if c.users == 0 {
+		c.start = 0
+	} // else c.start stays: the stamp of an older entry, an overestimate
+	rest := batch{head: c}
+	if c.off == c.n {
+		rest.head = c.next // the panicking entry was c's last
+	}
+	r.runStart.Store(0)
+	if rest.head == nil {
+		return
+	}
+	for h := rest.head; h != nil; h = h.next {
+		rest.tail = h
+		rest.users += h.users
+	}
+	r.mu.Lock()
+	q := &r.queue
+	first := q.head == nil
+	rest.splice(*q)
+	rest.restamp()
+	*q = rest
+	r.ripe.Store(q.head.tag + 2)
+	if first {
+		r.word.Or(pendingBit)
+	}
+	r.mu.Unlock()
 }
 
 // stamp returns a nonzero monotonic timestamp. time.Since reads only the

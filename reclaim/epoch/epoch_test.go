@@ -633,3 +633,101 @@ func TestPanicInCloseRelease(t *testing.T) {
 	go func() { r.Close(); close(done) }()
 	waitClosed(t, done, "second Close after a panicking release")
 }
+
+// A panicking release run by Quiesce goes up the participant's stack; the
+// releases after it still run, in order, and Barrier completes.
+func TestPanicInQuiesceKeepsRest(t *testing.T) {
+	r := newR(t, 1)
+	var got []int // touched only by releases, which run one at a time
+	r.Retire(func() { got = append(got, 1) })
+	r.Retire(func() { panic("boom") })
+	r.Retire(func() { got = append(got, 3) })
+	r.Retire(func() { got = append(got, 4) })
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("Quiesce recovered %v, want the release's panic", v)
+			}
+		}()
+		r.Quiesce(0) // one participant, online: it drives to the end itself
+		t.Error("Quiesce returned without the release's panic")
+	}()
+	r.Offline(0)
+	barrier(t, r)
+	if !slices.Equal(got, []int{1, 3, 4}) {
+		t.Errorf("releases around the panic ran as %v, want [1 3 4]", got)
+	}
+	if s := r.Stats(); s.Retired != 4 || s.Released != 4 || s.Pending != 0 {
+		t.Errorf("Stats after a panicking release = %+v, want 4 retired, 4 released, none pending", s)
+	}
+}
+
+// Participants drive grace periods themselves: with the Reclaimer's goroutine
+// unable to help (participants online), a release runs on the stack of the
+// participant whose quiescent point completes its grace period.
+func TestParticipantsDrive(t *testing.T) {
+	r := newR(t, 2)
+	var ran atomic.Int32
+	if err := r.Retire(func() { ran.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	// Each participant's Quiesce must be able to run at most what its
+	// predecessor's quiescent points allowed; alternating, the release
+	// runs within a few calls and synchronously.
+	for i := 0; i < 8 && ran.Load() == 0; i++ {
+		r.Quiesce(i % 2)
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("release did not run on a participant's stack after 8 alternating Quiesce calls")
+	}
+	// With one participant offline, the other's single Quiesce advances
+	// twice and runs the release.
+	r.Offline(1)
+	if err := r.Retire(func() { ran.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	r.Quiesce(0)
+	if ran.Load() != 2 {
+		t.Fatalf("one Quiesce with the other participant offline did not run the release")
+	}
+	// Going offline last runs what the others let through.
+	r.Online(1)
+	if err := r.Retire(func() { ran.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	r.Quiesce(1)
+	r.Offline(0)
+	r.Offline(1)
+	waitRan := time.Now().Add(timeout)
+	for ran.Load() != 3 && time.Now().Before(waitRan) {
+		runtime.Gosched()
+	}
+	if ran.Load() != 3 {
+		t.Fatal("release did not run after every participant went offline")
+	}
+}
+
+// A participant's Quiesce never runs more than its budget while Retires keep
+// coming: it returns, and the next Quiesce carries on.
+func TestQuiesceIsBounded(t *testing.T) {
+	r := newR(t, 1)
+	var ran atomic.Int64
+	var release func()
+	release = func() {
+		if ran.Add(1) < 1000 {
+			r.Retire(release) // a stream of Retires that never dries up on its own
+		}
+	}
+	r.Retire(release)
+	calls := 0
+	for ran.Load() < 1000 {
+		r.Quiesce(0)
+		calls++
+		if calls > 100000 {
+			t.Fatalf("after %d Quiesce calls only %d releases ran", calls, ran.Load())
+		}
+	}
+	if calls < 100 {
+		t.Errorf("1000 chained releases ran in %d Quiesce calls: Quiesce is not bounded", calls)
+	}
+}
