@@ -362,12 +362,27 @@ func curGoid() int64 {
 // event, is deleted and released.
 func roundTrip(t testing.TB, p *poller.Poller) {
 	t.Helper()
+	roundTripOn(t, p, -1)
+}
+
+// roundTripOn is roundTrip on waiter i of a PerWaiter poller, which must
+// dispatch the event; -1 lets the poller choose.
+func roundTripOn(t testing.TB, p *poller.Poller, i int) {
+	t.Helper()
+	c := poller.LeastLoaded
+	if i >= 0 {
+		c = poller.OnWaiter(i)
+	}
 	fd := newEventfd(t)
-	got := make(chan uint64, 4)
+	type ev struct {
+		v      uint64
+		waiter int
+	}
+	got := make(chan ev, 4)
 	rel := make(chan poller.Released, 1)
 	h, err := p.Add(poller.Registration{
-		FD: fd, Events: poller.Readable, CloseFD: true,
-		OnEvent:   func(e poller.Event) { got <- readEventfd(e.FD) },
+		FD: fd, Events: poller.Readable, CloseFD: true, Waiter: c,
+		OnEvent:   func(e poller.Event) { got <- ev{readEventfd(e.FD), e.Waiter} },
 		OnRelease: func(r poller.Released) { rel <- r },
 	})
 	if err != nil {
@@ -375,8 +390,12 @@ func roundTrip(t testing.TB, p *poller.Poller) {
 		t.Fatalf("round trip: Add: %v", err)
 	}
 	writeEventfd(t, fd, 7)
-	if v := wait(t, got, "round trip: event"); v != 7 {
-		t.Errorf("round trip: read %d, want 7", v)
+	e := wait(t, got, "round trip: event")
+	if e.v != 7 {
+		t.Errorf("round trip: read %d, want 7", e.v)
+	}
+	if i >= 0 && e.waiter != i {
+		t.Errorf("round trip: event on waiter %d, want waiter %d", e.waiter, i)
 	}
 	if err := p.Delete(h); err != nil {
 		t.Fatalf("round trip: Delete: %v", err)
