@@ -4,16 +4,16 @@ package bench
 
 import (
 	"fmt"
-	"github.com/gracepoll/gracepoll/passbuck"
-	"github.com/gracepoll/gracepoll/reclaim"
-	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gracepoll/gracepoll/passbuck"
 	"github.com/gracepoll/gracepoll/poller"
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 )
 
 // naiveReg is the registration of the fix a user would write first: the

@@ -3,16 +3,16 @@
 package bench
 
 import (
-	"github.com/gracepoll/gracepoll/passbuck"
-	"github.com/gracepoll/gracepoll/reclaim"
-	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gracepoll/gracepoll/passbuck"
 	"github.com/gracepoll/gracepoll/poller"
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 )
 
 // BenchmarkReleaseLatency measures the time from Delete to the start of
@@ -27,9 +27,11 @@ import (
 //     registration's own OnEvent on a waiter, as a server closes a
 //     connection that reached EOF. The grace period ends at the waiters'
 //     next quiescent points: about one batch.
-//   - passbuck-classic: the seed's pass-the-buck, in which every waiter must
-//     wake up to pass the buck, with epoll_wait timeouts of 1, 10 and
-//     100 ms.
+//   - passbuck-classic: the original pass-the-buck (Bonzini, LKML 2012), in
+//     which every waiter must wake up to pass the buck, with epoll_wait
+//     timeouts of 1, 10 and 100 ms. The buck moves from waiter to waiter,
+//     each at its own next wake-up, so an idle release takes about W/2
+//     timeouts at the median and up to W (W waiters), not one timeout.
 //
 // Idle deletes under the default reclaimers run one at a time, each waiting
 // for its release. The others are paced without waiting (busy: every
@@ -139,4 +141,60 @@ func releaseLatency(b *testing.B, opts poller.Options, busy bool) {
 	mu.Lock()
 	reportPercentiles(b, lat)
 	mu.Unlock()
+}
+
+// BenchmarkReleasePath measures the release path alone, Delete to the end
+// of OnRelease, with -benchmem: allocs/op and B/op count only what Delete,
+// the grace period and the release allocate (Add runs with the timer
+// stopped). Registrations are added and deleted in batches of 256 on
+// reused eventfds (CloseFD false), so steady state is reached: slots,
+// reclaimer nodes and the fd map's entries are recycled.
+func BenchmarkReleasePath(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		factory reclaim.Factory
+	}{
+		{"passbuck", passbuck.Factory(passbuck.Options{})},
+		{"epoch", epoch.Factory(epoch.Options{})},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			const batch = 256
+			p, err := poller.New(poller.Options{Waiters: 2, Reclaimer: c.factory})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			fds := make([]int, batch)
+			for i := range fds {
+				fds[i] = eventfd(b, 0)
+				defer unix.Close(fds[i])
+			}
+			var released sync.WaitGroup
+			onRelease := func(poller.Released) { released.Done() }
+			onEvent := func(poller.Event) {}
+			hs := make([]poller.Handle, batch)
+			round := func(n int) {
+				b.StopTimer()
+				for i := range n {
+					if hs[i], err = p.Add(poller.Registration{FD: fds[i], Events: poller.Readable, OnEvent: onEvent, OnRelease: onRelease}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				released.Add(n)
+				b.StartTimer()
+				for i := range n {
+					if err := p.Delete(hs[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				released.Wait()
+			}
+			round(batch) // warm up: allocate slots, nodes and map entries
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; done += batch {
+				round(min(batch, b.N-done))
+			}
+		})
+	}
 }
