@@ -3,8 +3,10 @@
 package poller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -529,5 +531,184 @@ func TestIdleReleaseLatency(t *testing.T) {
 		if !errors.Is(err, poller.ErrInvalid) || !strings.Contains(err.Error(), "WaitTimeout") {
 			t.Errorf("New(classic, no timeout) = %v, want ErrInvalid mentioning WaitTimeout", err)
 		}
+	})
+}
+
+// onWaiterStack reports whether the caller runs on a waiter goroutine (its
+// stack holds the waiter loop) rather than on a reclaimer's own goroutine.
+func onWaiterStack() bool {
+	buf := make([]byte, 16<<10)
+	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("poller.(*Poller).run("))
+}
+
+// releasePath drives releases down one of the two paths a reclaimer runs
+// them on: with every waiter busy in OnEvent (online), the grace period
+// ends at a waiter's quiescent point and that waiter runs the release; with
+// every waiter blocked in epoll_wait (offline), the reclaimer's own
+// goroutine runs it.
+type releasePath struct {
+	spinners []int
+}
+
+// newReleasePath registers one never-drained eventfd per waiter, which
+// keeps the waiters busy while readable.
+func newReleasePath(t *testing.T, p *poller.Poller, topo poller.Topology) *releasePath {
+	t.Helper()
+	rp := &releasePath{}
+	for i := range p.Waiters() {
+		fd := newEventfd(t)
+		reg := poller.Registration{FD: fd, Events: poller.Readable, CloseFD: true,
+			OnEvent: func(poller.Event) { time.Sleep(20 * time.Microsecond) }}
+		if topo == poller.PerWaiter {
+			reg.Waiter = poller.OnWaiter(i)
+		}
+		if _, err := p.Add(reg); err != nil {
+			t.Fatal(err)
+		}
+		rp.spinners = append(rp.spinners, fd)
+	}
+	return rp
+}
+
+// set makes the waiters busy or idle.
+func (rp *releasePath) set(t *testing.T, busy bool) {
+	for _, fd := range rp.spinners {
+		if busy {
+			writeEventfd(t, fd, 1)
+		} else {
+			readEventfd(fd)
+		}
+	}
+	time.Sleep(2 * time.Millisecond) // the waiters start spinning, or block
+}
+
+// TestCallbackOnEveryReleasePath calls Barrier and Close from OnRelease
+// run by a waiter and run by the reclaimer's own goroutine, for both
+// reclaimers that have such a goroutine: Barrier returns ErrInCallback and
+// Close returns at once, on either path, instead of waiting for themselves.
+func TestCallbackOnEveryReleasePath(t *testing.T) {
+	const attempts = 100
+	path := map[bool]string{true: "a waiter", false: "the reclaimer's goroutine"}
+	for _, topo := range topologies {
+		for _, rk := range []reclaimerKind{passBuck, epochQSBR} {
+			opts := optsFor(topo, rk, 2)
+			t.Run(topo.String()+"/"+rk.String()+"/Barrier", func(t *testing.T) {
+				p := newPoller(t, opts)
+				rp := newReleasePath(t, p, topo)
+				seen := map[bool]int{}
+				for i := 0; i < attempts && (seen[true] < 2 || seen[false] < 2); i++ {
+					rp.set(t, i%2 == 0)
+					type result struct {
+						onWaiter bool
+						err      error
+					}
+					got := make(chan result, 1)
+					h, err := p.Add(poller.Registration{FD: newEventfd(t), Events: poller.Readable, CloseFD: true, OnEvent: nop,
+						OnRelease: func(poller.Released) {
+							ctx, cancel := context.WithTimeout(context.Background(), timeout)
+							defer cancel()
+							got <- result{onWaiterStack(), p.Barrier(ctx)}
+						}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := p.Delete(h); err != nil {
+						t.Fatal(err)
+					}
+					r := wait(t, got, "Barrier in OnRelease")
+					if !errors.Is(r.err, poller.ErrInCallback) {
+						t.Errorf("Barrier in OnRelease run by %s = %v, want ErrInCallback", path[r.onWaiter], r.err)
+					}
+					seen[r.onWaiter]++
+				}
+				rp.set(t, false)
+				t.Logf("OnRelease ran %d times on a waiter, %d on the reclaimer's goroutine", seen[true], seen[false])
+				for _, w := range []bool{true, false} {
+					if seen[w] == 0 {
+						t.Errorf("in %d attempts no OnRelease ran on %s: that path is untested", attempts, path[w])
+					}
+				}
+			})
+			t.Run(topo.String()+"/"+rk.String()+"/Close", func(t *testing.T) {
+				for _, onWaiter := range []bool{true, false} {
+					var i int
+					for i = 0; i < attempts; i++ {
+						p := newPoller(t, opts)
+						rp := newReleasePath(t, p, topo)
+						rp.set(t, onWaiter)
+						type result struct {
+							onWaiter bool
+							err      error
+						}
+						got := make(chan result, 1)
+						h, err := p.Add(poller.Registration{FD: newEventfd(t), Events: poller.Readable, CloseFD: true, OnEvent: nop,
+							OnRelease: func(r poller.Released) {
+								if r.Reason == poller.Deleted {
+									got <- result{onWaiterStack(), p.Close()}
+								}
+							}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := p.Delete(h); err != nil {
+							t.Fatal(err)
+						}
+						r := wait(t, got, "Close from OnRelease to return")
+						if r.err != nil {
+							t.Errorf("Close in OnRelease run by %s = %v", path[r.onWaiter], r.err)
+						}
+						wait(t, p.Done(), "Done after Close from OnRelease")
+						if r.onWaiter == onWaiter {
+							break
+						}
+					}
+					if i == attempts {
+						t.Errorf("in %d attempts no OnRelease ran on %s: that path is untested", attempts, path[onWaiter])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestBarrierBesideRelease calls Barrier from an ordinary goroutine while
+// an OnRelease of the same poller is running: it is not inside a callback,
+// so it waits for that release and returns nil.
+func TestBarrierBesideRelease(t *testing.T) {
+	forEachConfig(t, func(t *testing.T, opts poller.Options) {
+		p := newPoller(t, opts)
+		started := make(chan struct{})
+		proceed := make(chan struct{})
+		h, err := p.Add(poller.Registration{FD: newEventfd(t), Events: poller.Readable, CloseFD: true, OnEvent: nop,
+			OnRelease: func(poller.Released) {
+				close(started)
+				select {
+				case <-proceed:
+				case <-time.After(timeout):
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(h); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, started, "OnRelease")
+		errc := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			errc <- p.Barrier(ctx)
+		}()
+		select {
+		case err := <-errc:
+			t.Fatalf("Barrier beside a running OnRelease returned %v before that release finished; want it to wait, then nil", err)
+		case <-time.After(quiet):
+		}
+		close(proceed)
+		if err := wait(t, errc, "Barrier after the release"); err != nil {
+			t.Errorf("Barrier from an ordinary goroutine beside a release = %v, want nil", err)
+		}
+		barrier(t, p) // and from the test's goroutine
 	})
 }

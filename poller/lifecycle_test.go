@@ -673,3 +673,52 @@ func TestHangUpOutOfEpollFirst(t *testing.T) {
 		barrier(t, p)
 	})
 }
+
+// TestFinalEventReadsDataBeforeHangUp writes "bye" into a pipe and closes
+// its write end before the read end is registered: the one event that
+// arrives is the final one (HangUp), and its handler can still read the
+// data that arrived before the hang-up, since the fd stays open until after
+// OnRelease.
+func TestFinalEventReadsDataBeforeHangUp(t *testing.T) {
+	forEachConfig(t, func(t *testing.T, opts poller.Options) {
+		for _, trig := range triggers {
+			t.Run(trig.name, func(t *testing.T) {
+				p := newPoller(t, opts)
+				r, w := newPipe(t)
+				if _, err := unix.Write(w, []byte("bye")); err != nil {
+					t.Fatal(err)
+				}
+				unix.Close(w)
+				type final struct {
+					events poller.Events
+					data   string
+					eof    bool
+				}
+				got := make(chan final, 4)
+				rel := make(chan poller.Released, 1)
+				h, err := p.Add(poller.Registration{
+					FD: r, Events: poller.Readable | trig.bits, CloseFD: true,
+					OnEvent: func(e poller.Event) {
+						data, eof := readAll(e.FD)
+						got <- final{e.Events, string(data), eof}
+					},
+					OnRelease: func(r poller.Released) { rel <- r },
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := wait(t, got, "final event")
+				if f.events&poller.HangUp == 0 || f.data != "bye" || !f.eof {
+					t.Errorf("final event %v read %q (EOF %v), want HangUp reading \"bye\" then EOF", f.events, f.data, f.eof)
+				}
+				if r := wait(t, rel, "release after the final event"); r.Handle != h || r.Reason != poller.HungUp {
+					t.Errorf("released %+v, want %v hung up", basicRelease(r), h)
+				}
+				barrier(t, p)
+				if n := len(got); n != 0 {
+					t.Errorf("%d events after the final one", n)
+				}
+			})
+		}
+	})
+}

@@ -5,6 +5,7 @@ package poller_test
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -185,6 +186,28 @@ func TestStrings(t *testing.T) {
 	} {
 		if uint32(c.bit) != c.want {
 			t.Errorf("%v = %#x, want %#x", c.bit, uint32(c.bit), c.want)
+		}
+	}
+}
+
+// TestWaiters checks Waiters: the number of waiter goroutines, GOMAXPROCS
+// by default, the same count Stats lists.
+func TestWaiters(t *testing.T) {
+	for _, c := range []struct {
+		opts poller.Options
+		want int
+	}{
+		{poller.Options{}, runtime.GOMAXPROCS(0)},
+		{poller.Options{Topology: poller.Shared}, runtime.GOMAXPROCS(0)},
+		{poller.Options{Waiters: 3}, 3},
+		{poller.Options{Waiters: 1, Topology: poller.Shared}, 1},
+	} {
+		p := newPoller(t, c.opts)
+		if n := p.Waiters(); n != c.want {
+			t.Errorf("Waiters() with Options.Waiters %d, %v = %d, want %d", c.opts.Waiters, c.opts.Topology, n, c.want)
+		}
+		if n := len(p.Stats().Waiters); n != p.Waiters() {
+			t.Errorf("Stats lists %d waiters, Waiters() says %d", n, p.Waiters())
 		}
 	}
 }
