@@ -24,16 +24,17 @@ import (
 // -cpuprofile DIR/NAME.pprof: a profile of the server process's whole life.
 var serverProfileDir = flag.String("serverprofile", "", "BenchmarkConnCycle: write each server process's CPU profile to `dir`/<server>.pprof")
 
-const (
-	cycleWorkers = 4  // client goroutines, each one connection cycle at a time
-	cycleSize    = 64 // bytes echoed per connection
-)
+// cycleWorkers is the number of client goroutines, each one connection
+// cycle at a time.
+var cycleWorkers = flag.Int("cycleworkers", 4, "BenchmarkConnCycle: client goroutines")
+
+const cycleSize = 64 // bytes echoed per connection
 
 // BenchmarkConnCycle measures each server's CPU time per connection cycle,
 // with the server and the client in separate processes on separate cores:
 // the server is cmd/echoserve, a child process pinned to one CPU with
 // GOMAXPROCS=1; this process, the client, is pinned to another CPU.
-// cycleWorkers goroutines each dial, write 64 bytes, read the
+// -cycleworkers goroutines (4) each dial, write 64 bytes, read the
 // 64-byte echo back (checked byte for byte) and close, b.N cycles in all, so
 // that the server always has a connection to serve.
 //
@@ -48,6 +49,8 @@ const (
 //     window of those connections.
 //   - server-util-%: that CPU time over the wall time of the cycles; near
 //     100 the server was the bottleneck.
+//   - client-util-%: this process's CPU time over the same wall time; near
+//     100 the client was the bottleneck (and its core was never idle).
 //   - cycles/s, and p50-µs and p99-µs: the client's cycle latency.
 //
 // The loopback's kernel work runs on the sending side's CPU: the handshake
@@ -75,7 +78,7 @@ func BenchmarkConnCycle(b *testing.B) {
 	if err := PinProcessToCPU(clientCPU); err != nil {
 		b.Fatal(err)
 	}
-	procs := runtime.GOMAXPROCS(cycleWorkers) // a P per blocked worker
+	procs := runtime.GOMAXPROCS(*cycleWorkers) // a P per blocked worker
 	b.Cleanup(func() {
 		runtime.GOMAXPROCS(procs)
 		if err := PinProcess(&orig); err != nil {
@@ -100,12 +103,13 @@ func BenchmarkConnCycle(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			m, err := connCycles(srv.addr, srv.Pid(), cycleWorkers, b.N, b)
+			m, err := connCycles(srv.addr, srv.Pid(), *cycleWorkers, b.N, b)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(m.serverCPU.Seconds()*1e6/float64(b.N), "server-cpu-µs/cycle")
 			b.ReportMetric(100*m.serverCPU.Seconds()/m.wall.Seconds(), "server-util-%")
+			b.ReportMetric(100*m.clientCPU.Seconds()/m.wall.Seconds(), "client-util-%")
 			b.ReportMetric(float64(b.N)/m.wall.Seconds(), "cycles/s")
 			b.ReportMetric(m.p50.Seconds()*1e6, "p50-µs")
 			b.ReportMetric(m.p99.Seconds()*1e6, "p99-µs")
@@ -162,6 +166,7 @@ func checkPinned(pid, cpu int) error {
 // cycleResult is what one run of connCycles measured.
 type cycleResult struct {
 	serverCPU time.Duration // the server's CPU time over the window
+	clientCPU time.Duration // this process's CPU time during the cycles
 	wall      time.Duration // wall time of the cycles
 	p50, p99  time.Duration // client cycle latency
 }
@@ -200,6 +205,10 @@ func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, er
 	if err != nil {
 		return r, err
 	}
+	self0, err := ProcessCPUTime(unix.Getpid())
+	if err != nil {
+		return r, err
+	}
 	if b != nil {
 		b.StartTimer()
 	}
@@ -210,6 +219,11 @@ func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, er
 	if err != nil {
 		return r, err
 	}
+	self1, err := ProcessCPUTime(unix.Getpid())
+	if err != nil {
+		return r, err
+	}
+	r.clientCPU = self1 - self0
 	if err := quiet(pid); err != nil {
 		return r, err
 	}
