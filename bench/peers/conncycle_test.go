@@ -44,9 +44,9 @@ const cycleSize = 64 // bytes echoed per connection
 //
 //   - server-cpu-µs/cycle: the child's CPU time (user and system, all its
 //     threads, from its process CPU clock) over the timed window, divided by
-//     b.N. The window starts and ends once the server has gone quiet, so the
-//     deferred work of its connections (releases, closes) is counted in the
-//     window of those connections.
+//     b.N. The window starts after 100 untimed warm-up cycles and ends once
+//     the server has gone quiet, so the deferred work of its connections
+//     (releases, closes) is counted in the window of those connections.
 //   - server-util-%: that CPU time over the wall time of the cycles; near
 //     100 the server was the bottleneck.
 //   - client-util-%: this process's CPU time over the same wall time; near
