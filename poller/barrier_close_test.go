@@ -122,28 +122,7 @@ func TestBarrier(t *testing.T) {
 // context's error. Once the waiter goes on, the release runs.
 func testBarrierStuck(t *testing.T, opts poller.Options) {
 	p := newPoller(t, opts)
-	blocker := newEventfd(t)
-	entered := make(chan struct{})
-	unblock := make(chan struct{})
-	var once sync.Once
-	_, err := p.Add(poller.Registration{
-		FD: blocker, Events: poller.Readable, CloseFD: true,
-		OnEvent: func(e poller.Event) {
-			readEventfd(e.FD)
-			once.Do(func() {
-				close(entered)
-				select {
-				case <-unblock:
-				case <-time.After(timeout):
-				}
-			})
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeEventfd(t, blocker, 1)
-	wait(t, entered, "blocking OnEvent")
+	_, unblock := blockWaiter(t, p, poller.Registration{})
 
 	fd := newEventfd(t)
 	var released atomic.Bool
@@ -171,7 +150,7 @@ func testBarrierStuck(t *testing.T, opts poller.Options) {
 	if released.Load() {
 		t.Error("OnRelease ran while a waiter was still inside OnEvent, holding a batch from before the Delete")
 	}
-	close(unblock)
+	unblock()
 	barrier(t, p)
 	if !released.Load() {
 		t.Error("Barrier returned nil before OnRelease ran")
@@ -407,30 +386,8 @@ func testCloseReleases(t *testing.T, opts poller.Options) {
 	want := map[poller.Handle]poller.Reason{}
 
 	// A waiter held inside OnEvent keeps the deletes below pending.
-	blocker := newEventfd(t)
-	entered := make(chan struct{})
-	unblock := make(chan struct{})
-	var once sync.Once
-	hb, err := p.Add(poller.Registration{
-		FD: blocker, Events: poller.Readable, CloseFD: true,
-		OnEvent: func(e poller.Event) {
-			readEventfd(e.FD)
-			once.Do(func() {
-				close(entered)
-				select {
-				case <-unblock:
-				case <-time.After(timeout):
-				}
-			})
-		},
-		OnRelease: rec.onRelease,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hb, unblock := blockWaiter(t, p, poller.Registration{OnRelease: rec.onRelease})
 	want[hb] = poller.Closed
-	writeEventfd(t, blocker, 1)
-	wait(t, entered, "blocking OnEvent")
 
 	var owned, mine []int
 	for i := range 8 {
@@ -468,7 +425,7 @@ func testCloseReleases(t *testing.T, opts poller.Options) {
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
 	time.Sleep(time.Millisecond)
-	close(unblock)
+	unblock()
 	if err := wait(t, closed, "Close"); err != nil {
 		t.Fatal(err)
 	}

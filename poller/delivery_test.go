@@ -4,6 +4,7 @@ package poller_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -260,5 +261,44 @@ func TestPerWaiterBalance(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWaiterChoice checks that PerWaiter assigns to the least-loaded waiter unless the caller names one.
+func TestWaiterChoice(t *testing.T) {
+	p := newPoller(t, poller.Options{Waiters: 3, Topology: poller.PerWaiter})
+	var hs []poller.Handle
+	add := func(c poller.WaiterChoice) (poller.Handle, error) {
+		h, err := p.Add(poller.Registration{FD: newEventfd(t), Events: poller.Readable, CloseFD: true, OnEvent: nop, Waiter: c})
+		if err == nil {
+			hs = append(hs, h)
+		}
+		return h, err
+	}
+	for range 4 {
+		if _, err := add(poller.OnWaiter(2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		if _, err := add(poller.LeastLoaded); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []int64{2, 2, 4}
+	for i, n := range want {
+		if ws, _ := p.WaiterStats(i); ws.Attached != n {
+			t.Errorf("waiter %d has %d attached, want %d", i, ws.Attached, n)
+		}
+	}
+	for _, c := range []poller.WaiterChoice{poller.OnWaiter(3), poller.OnWaiter(-2), -1} {
+		fd := newEventfd(t)
+		if _, err := p.Add(poller.Registration{FD: fd, OnEvent: nop, Waiter: c}); !errors.Is(err, poller.ErrInvalid) {
+			t.Errorf("Add on waiter choice %d = %v, want ErrInvalid", c, err)
+		}
+		unix.Close(fd)
+	}
+	if _, err := p.WaiterStats(3); !errors.Is(err, poller.ErrInvalid) {
+		t.Errorf("WaiterStats(3) of 3 waiters = %v, want ErrInvalid", err)
 	}
 }

@@ -6,21 +6,24 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/gracepoll/gracepoll/passbuck"
-	"github.com/gracepoll/gracepoll/reclaim"
-	"github.com/gracepoll/gracepoll/reclaim/epoch"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/gracepoll/gracepoll/passbuck"
 	"github.com/gracepoll/gracepoll/poller"
+	"github.com/gracepoll/gracepoll/reclaim"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -215,45 +218,6 @@ func newSocketpair(t testing.TB) (a, b int) {
 	return p[0], p[1]
 }
 
-// newTCPPair returns an accepted loopback TCP connection and its client
-// end, both non-blocking, made with raw system calls (not package net, so
-// that the runtime's own poller stays out of the fd accounting).
-func newTCPPair(t testing.TB) (accepted, client int) {
-	t.Helper()
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatalf("socket: %v", err)
-	}
-	defer unix.Close(l)
-	if err := unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatalf("bind: %v", err)
-	}
-	if err := unix.Listen(l, 1); err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	sa, err := unix.Getsockname(l)
-	if err != nil {
-		t.Fatalf("getsockname: %v", err)
-	}
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatalf("socket: %v", err)
-	}
-	if err := unix.Connect(c, sa); err != nil {
-		unix.Close(c)
-		t.Fatalf("connect: %v", err)
-	}
-	a, _, err := unix.Accept4(l, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-	if err != nil {
-		unix.Close(c)
-		t.Fatalf("accept4: %v", err)
-	}
-	if err := unix.SetNonblock(c, true); err != nil {
-		t.Fatalf("set nonblock: %v", err)
-	}
-	return a, c
-}
-
 // isOpen reports whether fd is open (fcntl F_GETFD succeeds).
 func isOpen(fd int) error {
 	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
@@ -409,4 +373,147 @@ func roundTripOn(t testing.TB, p *poller.Poller, i int) {
 // basicRelease keeps the identifying fields of r, dropping its statistics.
 func basicRelease(r poller.Released) poller.Released {
 	return poller.Released{Handle: r.Handle, FD: r.FD, Waiter: r.Waiter, Reason: r.Reason}
+}
+
+// newTCPPair returns an accepted loopback TCP connection and its client
+// end, both non-blocking, made with raw system calls (not package net, so
+// that the runtime's own poller stays out of the fd accounting).
+func newTCPPair(t testing.TB) (accepted, client int) {
+	t.Helper()
+	l := newListener()
+	if l < 0 {
+		t.Fatal("cannot listen on loopback TCP")
+	}
+	defer unix.Close(l)
+	a, c, err := tcpPair(l)
+	if err != nil {
+		t.Fatalf("loopback TCP pair: %v", err)
+	}
+	return a, c
+}
+
+// The helpers below are shared by the torture, the fd-reuse test, the
+// fuzzer and the load test.
+
+// firstLines returns the first n lines of b, for reports of stacks.
+func firstLines(b []byte, n int) string {
+	lines := strings.SplitN(string(b), "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// newListener returns a loopback TCP listener, or -1.
+func newListener() int {
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	if unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}) != nil || unix.Listen(l, 64) != nil {
+		unix.Close(l)
+		return -1
+	}
+	return l
+}
+
+// tcpPair connects to listener l and accepts: accepted and client, both
+// non-blocking.
+func tcpPair(l int) (accepted, client int, err error) {
+	sa, err := unix.Getsockname(l)
+	if err != nil {
+		return -1, -1, err
+	}
+	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, err
+	}
+	if err := unix.Connect(c, sa); err != nil {
+		unix.Close(c)
+		return -1, -1, err
+	}
+	a, _, err := unix.Accept4(l, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	if err != nil {
+		unix.Close(c)
+		return -1, -1, err
+	}
+	if err := unix.SetNonblock(c, true); err != nil {
+		unix.Close(a)
+		unix.Close(c)
+		return -1, -1, err
+	}
+	return a, c, nil
+}
+
+// closeRST closes a TCP socket with a reset, leaving no TIME_WAIT behind.
+func closeRST(fd int) {
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+}
+
+// jitter is a random delay inside a callback.
+func jitter() {
+	switch x := rand.IntN(100); {
+	case x < 70:
+	case x < 90:
+		runtime.Gosched()
+	default:
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+	}
+}
+
+// vlog counts reports and keeps the first few.
+type vlog struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (v *vlog) add(format string, a ...any) {
+	if v.n.Add(1) > 8 {
+		return
+	}
+	v.mu.Lock()
+	v.msgs = append(v.msgs, fmt.Sprintf(format, a...))
+	v.mu.Unlock()
+}
+
+func (v *vlog) String() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return "\t" + strings.Join(v.msgs, "\n\t")
+}
+
+// blockWaiter registers an eventfd whose first OnEvent holds its waiter
+// inside the handler until unblock is called (or timeout passes), makes it
+// readable, and returns once the waiter is inside: that waiter passes no
+// quiescent point meanwhile, so no grace period can complete and releases
+// retired now stay pending. reg supplies the fields other than FD, Events,
+// CloseFD and OnEvent (OnRelease, Waiter). unblock may be called more than
+// once; cleanup calls it too.
+func blockWaiter(t testing.TB, p *poller.Poller, reg poller.Registration) (h poller.Handle, unblock func()) {
+	t.Helper()
+	fd := newEventfd(t)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	reg.FD, reg.Events, reg.CloseFD = fd, poller.Readable, true
+	reg.OnEvent = func(e poller.Event) {
+		readEventfd(e.FD)
+		once.Do(func() {
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(timeout):
+			}
+		})
+	}
+	h, err := p.Add(reg)
+	if err != nil {
+		unix.Close(fd)
+		t.Fatalf("blockWaiter: Add: %v", err)
+	}
+	var unblockOnce sync.Once
+	unblock = func() { unblockOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	writeEventfd(t, fd, 1)
+	wait(t, entered, "a waiter blocked inside OnEvent")
+	return h, unblock
 }

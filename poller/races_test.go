@@ -244,27 +244,7 @@ func TestBarrierDuringClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocker := newEventfd(t)
-		entered := make(chan struct{})
-		unblock := make(chan struct{})
-		var once sync.Once
-		if _, err := p.Add(poller.Registration{
-			FD: blocker, Events: poller.Readable, CloseFD: true,
-			OnEvent: func(e poller.Event) {
-				readEventfd(e.FD)
-				once.Do(func() {
-					close(entered)
-					select {
-					case <-unblock:
-					case <-time.After(timeout):
-					}
-				})
-			},
-		}); err != nil {
-			t.Fatal(err)
-		}
-		writeEventfd(t, blocker, 1)
-		wait(t, entered, "blocking OnEvent")
+		_, unblock := blockWaiter(t, p, poller.Registration{})
 		fd := newEventfd(t)
 		var released atomic.Bool
 		h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, CloseFD: true,
@@ -281,7 +261,7 @@ func TestBarrierDuringClose(t *testing.T) {
 		closed := make(chan error, 1)
 		go func() { closed <- p.Close() }()
 		time.Sleep(time.Millisecond)
-		close(unblock)
+		unblock()
 		if err := wait(t, closed, "Close"); err != nil {
 			t.Fatal(err)
 		}

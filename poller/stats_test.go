@@ -3,9 +3,12 @@
 package poller_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,4 +213,232 @@ func TestWaiters(t *testing.T) {
 			t.Errorf("Stats lists %d waiters, Waiters() says %d", n, p.Waiters())
 		}
 	}
+}
+
+// TestStatsReadableInDisconnectPath checks that a registration's disconnect
+// path can still read what it belonged to: in the final hang-up event and in
+// OnRelease the registration's waiter, that waiter's statistics (the
+// registration still counted in its Attached) and the registration's own
+// counters are readable; Info works until the release begins. Being out of
+// epoll (released) and detached from the waiter (removed) are separate
+// steps, the second after OnRelease.
+func TestStatsReadableInDisconnectPath(t *testing.T) {
+	forEachConfig(t, func(t *testing.T, opts poller.Options) {
+		p := newPoller(t, opts)
+		a, b := newSocketpair(t)
+		defer unix.Close(b)
+		type seen struct {
+			info poller.Info
+			ws   poller.WaiterStats
+			err  error
+			ev   poller.Event
+		}
+		type released struct {
+			poller.Released
+			ws poller.WaiterStats
+		}
+		final := make(chan seen, 1)
+		rel := make(chan released, 1)
+		var h poller.Handle
+		var err error
+		h, err = p.Add(poller.Registration{
+			FD: a, Events: poller.Readable, CloseFD: true,
+			OnEvent: func(e poller.Event) {
+				buf := make([]byte, 64)
+				n, _ := unix.Read(e.FD, buf)
+				if n > 0 {
+					p.CountBytes(e.Handle, n, 0)
+				}
+				if e.Events&(poller.HangUp|poller.Error) != 0 {
+					in, err := p.Info(e.Handle)
+					ws, _ := p.WaiterStats(in.Waiter)
+					final <- seen{in, ws, err, e}
+				}
+			},
+			OnRelease: func(r poller.Released) {
+				ws, _ := p.WaiterStats(r.Waiter)
+				rel <- released{r, ws}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := p.Info(h)
+		if err != nil || !in.Registered || in.FD != a {
+			t.Fatalf("Info of a live registration = %+v, %v", in, err)
+		}
+		unix.Write(b, []byte("hello"))
+		eventually(t, "bytes counted", func() bool {
+			in, err := p.Info(h)
+			return err == nil && in.Registration.BytesIn == 5
+		})
+		unix.Close(b) // the peer hangs up: a's final event
+		f := wait(t, final, "final hang-up event")
+		if f.err != nil {
+			t.Fatalf("Info in the final event: %v", f.err)
+		}
+		if f.info.Registered {
+			t.Error("Info in the final event: still registered; it must leave epoll before its final event")
+		}
+		if f.info.Waiter != f.ev.Waiter || f.ws.Index != f.ev.Waiter || f.ws.Name == "" {
+			t.Errorf("Info in the final event names waiter %d (stats of %d %q), event on waiter %d",
+				f.info.Waiter, f.ws.Index, f.ws.Name, f.ev.Waiter)
+		}
+		if f.info.Registration.BytesIn != 5 || f.info.Registration.Events < 2 {
+			t.Errorf("Info in the final event: counters %+v, want 5 bytes in and at least 2 events", f.info.Registration)
+		}
+		if opts.Topology == poller.PerWaiter && (!f.info.Attached || f.ws.Attached < 1) {
+			t.Errorf("per-waiter: in the final event the registration is detached already: %+v", f.info)
+		}
+		r := wait(t, rel, "release")
+		if r.Reason != poller.HungUp || r.Waiter != f.ev.Waiter || r.ws.Index != r.Waiter {
+			t.Errorf("released %+v, want HungUp on waiter %d with its stats", basicRelease(r.Released), f.ev.Waiter)
+		}
+		if r.Registration.BytesIn != 5 || r.Registration.Events != f.info.Registration.Events {
+			t.Errorf("released counters %+v, want 5 bytes and %d events, the final one included", r.Registration, f.info.Registration.Events)
+		}
+		if opts.Topology == poller.PerWaiter && r.ws.Attached < 1 {
+			t.Errorf("per-waiter: OnRelease sees waiter %d with %d attached; the registration must stay attached until OnRelease returns", r.Waiter, r.ws.Attached)
+		}
+		barrier(t, p)
+		if _, err := p.Info(h); !errors.Is(err, poller.ErrStale) {
+			t.Errorf("Info after the release = %v, want ErrStale", err)
+		}
+		if opts.Topology == poller.PerWaiter {
+			if ws, _ := p.WaiterStats(r.Waiter); ws.Attached != 0 {
+				t.Errorf("after the release waiter %d has %d attached, want 0 (detached)", r.Waiter, ws.Attached)
+			}
+		}
+	})
+}
+
+// TestPostReleaseOperationsCountNothing checks that operations on a
+// registration between its release and its slot being freed fail with
+// ErrStale and change no counter, neither its own nor its waiter's: a late
+// send on a released connection must not skew the statistics.
+func TestPostReleaseOperationsCountNothing(t *testing.T) {
+	forEachConfig(t, func(t *testing.T, opts poller.Options) {
+		p := newPoller(t, opts)
+		hold := make(chan struct{})
+		relStarted := make(chan struct{})
+		h, err := p.Add(poller.Registration{
+			FD: newEventfd(t), Events: poller.Readable, CloseFD: true, OnEvent: nop,
+			OnRelease: func(poller.Released) { close(relStarted); <-hold },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CountBytes(h, 10, 20); err != nil {
+			t.Fatal(err)
+		}
+		// A hold keeps the registration in Released (not Free) while we try.
+		release, err := p.Hold(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := p.Stats()
+		beforeInfo, _ := p.Info(h)
+		if err := p.Delete(h); err != nil {
+			t.Fatal(err)
+		}
+		in, err := p.Info(h)
+		if err != nil || in.Registered {
+			t.Fatalf("Info between Released and Free = %+v, %v; want readable, not registered", in, err)
+		}
+		for name, op := range map[string]func() error{
+			"CountBytes": func() error { return p.CountBytes(h, 1000, 1000) },
+			"Modify":     func() error { return p.Modify(h, poller.Writable) },
+			"AfterFunc":  func() error { _, err := p.AfterFunc(h, time.Millisecond, func() { t.Error("timer ran") }); return err },
+			"Hold":       func() error { _, err := p.Hold(h); return err },
+			"Context":    func() error { _, err := p.Context(h); return err },
+			"Delete":     func() error { return p.Delete(h) },
+		} {
+			if err := op(); !errors.Is(err, poller.ErrStale) {
+				t.Errorf("%s after Delete = %v, want ErrStale", name, err)
+			}
+		}
+		after, _ := p.Info(h)
+		if after.Registration.BytesIn != 10 || after.Registration.BytesOut != 20 || after.Registration.Events != beforeInfo.Registration.Events {
+			t.Errorf("counters after refused operations: %+v, want unchanged %+v", after.Registration, beforeInfo.Registration)
+		}
+		st := p.Stats()
+		for i := range st.Waiters {
+			if st.Waiters[i].Attached != before.Waiters[i].Attached {
+				t.Errorf("waiter %d attached %d -> %d after refused operations", i, before.Waiters[i].Attached, st.Waiters[i].Attached)
+			}
+		}
+		if st.Added != before.Added || st.Deleted != before.Deleted+1 {
+			t.Errorf("Added %d -> %d, Deleted %d -> %d; want only the one Delete counted", before.Added, st.Added, before.Deleted, st.Deleted)
+		}
+		release()
+		wait(t, relStarted, "OnRelease after the hold")
+		close(hold)
+		barrier(t, p)
+	})
+}
+
+// TestStatsConsistentUnderLoad checks that Stats snapshots stay consistent under concurrent dispatch and resets.
+func TestStatsConsistentUnderLoad(t *testing.T) {
+	forEachConfigN(t, 2, func(t *testing.T, opts poller.Options) {
+		opts.TimeHandlers = true
+		p := newPoller(t, opts)
+		var fds []int
+		var hs []poller.Handle
+		for range 8 {
+			fd := newEventfd(t)
+			h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, CloseFD: true,
+				OnEvent: func(e poller.Event) { readEventfd(e.FD); time.Sleep(time.Microsecond) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fds, hs = append(fds, fd), append(hs, h)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				writeEventfd(t, fds[i%len(fds)], 1)
+			}
+		}()
+		eventually(t, "events flowing", func() bool { return p.Stats().Events > 100 })
+		var last uint64
+		for i := range 200 {
+			time.Sleep(50 * time.Microsecond)
+			if i%50 == 0 {
+				p.ResetStats()
+			}
+			st := p.Stats()
+			var sum uint64
+			for _, w := range st.Waiters {
+				sum += w.Events
+				if w.Utilisation < -1 || w.Utilisation > 1 || w.Waiting < 0 || w.Processing < 0 {
+					t.Fatalf("waiter stats out of range: %+v", w)
+				}
+				if w.Utilisation >= 0 && w.Window <= 0 {
+					t.Fatalf("utilisation %v with window %v", w.Utilisation, w.Window)
+				}
+			}
+			if sum != st.Events || st.Events < last {
+				t.Fatalf("Events %d (previous %d), waiters sum to %d", st.Events, last, sum)
+			}
+			last = st.Events
+			if i == 100 && !strings.Contains(st.String(), "waiter-1") {
+				t.Errorf("Stats.String() lacks the waiter rows:\n%s", st)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		in, err := p.Info(hs[0])
+		if err != nil || in.Registration.Events == 0 || in.Registration.HandlerTime <= 0 {
+			t.Errorf("Info with TimeHandlers: %+v, %v; want events and handler time", in.Registration, err)
+		}
+		t.Logf("\n%s", p.Stats())
+	})
 }

@@ -158,28 +158,6 @@ func intsString(a []int) string {
 	return strings.Join(s, ",")
 }
 
-// vlog counts reports and keeps the first few.
-type vlog struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (v *vlog) add(format string, a ...any) {
-	if v.n.Add(1) > 8 {
-		return
-	}
-	v.mu.Lock()
-	v.msgs = append(v.msgs, fmt.Sprintf(format, a...))
-	v.mu.Unlock()
-}
-
-func (v *vlog) String() string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return "\t" + strings.Join(v.msgs, "\n\t")
-}
-
 // tkind is the kind of fd a registration watches.
 type tkind int
 
@@ -453,58 +431,6 @@ func (r *tround) check(t *testing.T) {
 	}
 }
 
-func firstLines(b []byte, n int) string {
-	lines := strings.SplitN(string(b), "\n", n+1)
-	return strings.Join(lines[:min(n, len(lines))], "\n")
-}
-
-// newListener returns a loopback TCP listener, or -1.
-func newListener() int {
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1
-	}
-	if unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}) != nil || unix.Listen(l, 64) != nil {
-		unix.Close(l)
-		return -1
-	}
-	return l
-}
-
-// tcpPair connects to listener l and accepts: accepted and client, both
-// non-blocking.
-func tcpPair(l int) (accepted, client int, err error) {
-	sa, err := unix.Getsockname(l)
-	if err != nil {
-		return -1, -1, err
-	}
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, -1, err
-	}
-	if err := unix.Connect(c, sa); err != nil {
-		unix.Close(c)
-		return -1, -1, err
-	}
-	a, _, err := unix.Accept4(l, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-	if err != nil {
-		unix.Close(c)
-		return -1, -1, err
-	}
-	if err := unix.SetNonblock(c, true); err != nil {
-		unix.Close(a)
-		unix.Close(c)
-		return -1, -1, err
-	}
-	return a, c, nil
-}
-
-// closeRST closes a TCP socket with a reset, leaving no TIME_WAIT behind.
-func closeRST(fd int) {
-	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	unix.Close(fd)
-}
-
 var (
 	kcmpOnce sync.Once
 	kcmpOK   bool
@@ -551,17 +477,6 @@ func (r *tround) identity(rec *trec, fd int, where string) bool {
 		return false
 	}
 	return true
-}
-
-// jitter is a random delay inside a callback.
-func jitter() {
-	switch x := rand.IntN(100); {
-	case x < 70:
-	case x < 90:
-		runtime.Gosched()
-	default:
-		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-	}
 }
 
 // drain reads what fd holds; gone reports EOF or a reset.
