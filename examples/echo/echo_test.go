@@ -63,7 +63,7 @@ func TestEcho(t *testing.T) {
 			if res.Reopened == 0 {
 				t.Errorf("no connection was reopened: churn did not run\n%s", out.String())
 			}
-			if len(res.Latency)+len(res.StopLatency) == 0 {
+			if res.Latency.Samples+res.StopLatency.Samples == 0 {
 				t.Errorf("no release latency recorded\n%s", out.String())
 			}
 			if !strings.Contains(out.String(), "correctness: OK") {

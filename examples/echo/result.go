@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/gracepoll/gracepoll/poller"
@@ -25,8 +24,8 @@ type result struct {
 	// Server side.
 	Accepted, Released uint64          // connection registrations added and released
 	Unreleased         int64           // registrations of closed connections still not released before Close
-	Latency            []time.Duration // Delete to OnRelease, one per connection deleted while the load ran
-	StopLatency        []time.Duration // the same for the burst of closes when the load stopped
+	Latency            poller.Latency  // Delete to release, of connections released while the load ran (the poller's last 4096)
+	StopLatency        poller.Latency  // the same for the burst of closes when the load stopped
 	Stats              poller.Stats    // the poller's counters just before Close
 }
 
@@ -39,16 +38,6 @@ func (r result) correct() bool {
 		r.Unreleased == 0 && r.Accepted == r.Released
 }
 
-// percentile returns the q-quantile (0 < q <= 1) of sorted samples, by the
-// nearest-rank method, or 0 without samples.
-func percentile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted))+0.999999) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
 // summary writes the end-of-run report.
 func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	secs := r.Elapsed.Seconds()
@@ -57,18 +46,18 @@ func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	fmt.Fprintf(w, "  messages:         %d of %d bytes, %.0f msgs/s\n", r.Msgs, r.Size, float64(r.Msgs)/secs)
 	fmt.Fprintf(w, "  connections:      %d opened, %d closed by the client (%d reopened by churn, %.1f/s); server accepted %d, released %d\n",
 		r.Opened, r.Closed, r.Reopened, float64(r.Reopened)/secs, r.Accepted, r.Released)
-	if lat := sorted(r.Latency); len(lat) > 0 {
-		fmt.Fprintf(w, "  release latency:  p50 %v, p99 %v, max %v (Delete to OnRelease, %d deletes while the load ran)\n",
-			round(percentile(lat, 0.50)), round(percentile(lat, 0.99)), round(lat[len(lat)-1]), len(lat))
+	if lat := r.Latency; lat.Samples > 0 {
+		fmt.Fprintf(w, "  release latency:  p50 %v, p99 %v, max %v (Delete to release, %d releases while the load ran)\n",
+			round(lat.P50), round(lat.P99), round(lat.Max), lat.Samples)
 	} else {
 		fmt.Fprintf(w, "  release latency:  no connection was deleted while the load ran (try -churn or a longer -duration)\n")
 	}
-	if lat := sorted(r.StopLatency); len(lat) > 0 {
+	if lat := r.StopLatency; lat.Samples > 0 {
 		// When the load stops every connection closes at once, and the
 		// releases of one grace period run one after another (each closes
 		// its socket), so the last of a batch waits for the others.
 		fmt.Fprintf(w, "                    at stop: p50 %v, p99 %v (%d connections closed at once)\n",
-			round(percentile(lat, 0.50)), round(percentile(lat, 0.99)), len(lat))
+			round(lat.P50), round(lat.P99), lat.Samples)
 	}
 	fmt.Fprintf(w, "  stale events:     %d dropped by validation (events for registrations already deleted)\n", r.Stats.Stale)
 	if r.Errors > 0 {
@@ -81,12 +70,6 @@ func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	fmt.Fprintf(w, "correctness: FAILED: %d replies, %d mismatched, %d bytes crossed connections, %d client errors, "+
 		"%d closed connections not released until Close, %d registrations accepted and %d released\n",
 		r.Msgs, r.Mismatches, r.CrossedBytes, r.Errors, r.Unreleased, r.Accepted, r.Released)
-}
-
-func sorted(d []time.Duration) []time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s
 }
 
 func timeoutText(d time.Duration) string {

@@ -29,6 +29,7 @@ func run(cfg config, w io.Writer) (result, error) {
 			srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
 	}
 	g := newLoadgen(srv.Addr(), cfg)
+	srv.Poller().ResetStats() // release latencies from here on
 	began := time.Now()
 	g.start()
 
@@ -68,7 +69,8 @@ loop:
 		}
 	}
 	tick.Stop()
-	haltAt := srv.Since() // deletes after this are the shutdown burst
+	during := srv.Poller().Stats().ReleaseLatency
+	srv.Poller().ResetStats() // releases after this are the shutdown burst
 	g.halt()
 	elapsed := time.Since(began)
 
@@ -82,7 +84,6 @@ loop:
 	unreleased := srv.Open()
 	st := srv.Poller().Stats()
 	srv.Close()
-	during, atStop := srv.Latencies(haltAt)
 	res := result{
 		Elapsed:      elapsed,
 		Msgs:         g.msgs(),
@@ -98,7 +99,7 @@ loop:
 		Released:     srv.Released(),
 		Unreleased:   unreleased,
 		Latency:      during,
-		StopLatency:  atStop,
+		StopLatency:  st.ReleaseLatency,
 		Stats:        st,
 	}
 	res.summary(w, cfg, opts)

@@ -7,15 +7,13 @@
 // Each accepted connection is a registration the poller owns (CloseFD), so
 // its fd is closed only after its release, never under a handler. Replies
 // that do not fit the socket buffer wait for Writable, pushing back on the
-// client. The server records the release latency (Delete to OnRelease) of
-// every connection it deletes.
+// client. Release latencies are the poller's own (Stats.ReleaseLatency):
+// the server adds no per-connection instrumentation of its own.
 package echoserver
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,8 +31,7 @@ type Server struct {
 	p      *poller.Poller
 	lfd    int
 	addr   string
-	sndBuf int       // SO_SNDBUF for accepted sockets, 0 for the default
-	start  time.Time // the reference of the latency time stamps
+	sndBuf int // SO_SNDBUF for accepted sockets, 0 for the default
 
 	// bufs holds one read buffer per waiter. A waiter runs one handler at
 	// a time, so the buffer indexed by Event.Waiter is never shared.
@@ -44,16 +41,6 @@ type Server struct {
 	accepted   atomic.Uint64 // connection registrations added
 	released   atomic.Uint64 // connection registrations released
 	acceptErrs atomic.Uint64
-
-	latMu sync.Mutex
-	lat   []relLatency
-}
-
-// relLatency is one connection's Delete to OnRelease time, with the time of
-// the Delete (since start) so that the run's steady state can be told from
-// the burst of closes when the load stops.
-type relLatency struct {
-	at, d time.Duration
 }
 
 // conn is one connection's state. It lives in the closures of its
@@ -65,10 +52,6 @@ type relLatency struct {
 type conn struct {
 	fd  int
 	out []byte // unsent reply bytes; while non-empty the server does not read
-
-	// deleted is the time of Delete in nanoseconds since start, 0 if the
-	// server did not delete the connection (hang-up, Close).
-	deleted atomic.Int64
 }
 
 // New starts a poller with opts, listens on 127.0.0.1 on a free port and
@@ -80,9 +63,8 @@ func New(opts poller.Options, sndBuf int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{p: p, lfd: -1, sndBuf: sndBuf, start: time.Now()}
-	n := len(p.Stats().Waiters)
-	s.bufs = make([][]byte, n)
+	s := &Server{p: p, lfd: -1, sndBuf: sndBuf}
+	s.bufs = make([][]byte, p.Waiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, readBufSize)
 	}
@@ -129,47 +111,57 @@ func (s *Server) listen() error {
 	return nil
 }
 
-// onAccept accepts every pending connection: the listener is level-
-// triggered, but draining the queue in one run saves a wake-up per accept.
+// onAccept accepts one pending connection. The listener is level-
+// triggered, so epoll reports it again while more wait: accepting one per
+// event costs no more system calls than draining the queue (which ends in
+// an accept that fails with EAGAIN), and keeps accepting fair to the
+// connections on the same waiter.
 func (s *Server) onAccept(e poller.Event) {
-	for {
-		fd, _, err := unix.Accept4(e.FD, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		switch err {
-		case nil:
-		case unix.EAGAIN:
-			return
-		case unix.EINTR, unix.ECONNABORTED:
-			continue
-		default:
-			// EMFILE and friends: the listener stays readable and the
-			// next event retries.
-			s.acceptErrs.Add(1)
-			return
-		}
-		// Small messages are answered at once, not coalesced.
-		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		if s.sndBuf > 0 {
-			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, s.sndBuf)
-		}
-		c := &conn{fd: fd}
-		// Count before Add: once added, the connection may be deleted
-		// and released before Add returns.
-		s.open.Add(1)
-		_, err = s.p.Add(poller.Registration{
-			FD:        fd,
-			Events:    poller.Readable,
-			CloseFD:   true,
-			OnEvent:   func(e poller.Event) { s.onConn(c, e) },
-			OnRelease: func(r poller.Released) { s.onRelease(c, r) },
-		})
-		if err != nil {
-			s.open.Add(-1)
-			s.acceptErrs.Add(1)
-			unix.Close(fd)
-			continue
-		}
-		s.accepted.Add(1)
+	fd, err := accept(e.FD)
+	switch err {
+	case nil:
+	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
+		return
+	default:
+		// EMFILE and friends: the listener stays readable and the next
+		// event retries.
+		s.acceptErrs.Add(1)
+		return
 	}
+	// Small messages are answered at once, not coalesced.
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if s.sndBuf > 0 {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, s.sndBuf)
+	}
+	c := &conn{fd: fd}
+	// Count before Add: once added, the connection may be deleted and
+	// released before Add returns.
+	s.open.Add(1)
+	_, err = s.p.Add(poller.Registration{
+		FD:        fd,
+		Events:    poller.Readable,
+		CloseFD:   true,
+		OnEvent:   func(e poller.Event) { s.onConn(c, e) },
+		OnRelease: s.onRelease,
+	})
+	if err != nil {
+		s.open.Add(-1)
+		s.acceptErrs.Add(1)
+		unix.Close(fd)
+		return
+	}
+	s.accepted.Add(1)
+}
+
+// accept is accept4(2) with NONBLOCK|CLOEXEC and no peer address: the
+// server does not need it, and unix.Accept4 decoding it costs a
+// getsockopt(SO_PROTOCOL) per connection.
+func accept(lfd int) (int, error) {
+	fd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
 }
 
 // onConn echoes what the connection sent. While a reply is only partly
@@ -237,42 +229,14 @@ func writeAll(fd int, b []byte) (int, error) {
 }
 
 // drop deletes a connection's registration. The poller closes the fd after
-// OnRelease, once no waiter can hold an event for it.
-func (s *Server) drop(c *conn, h poller.Handle) {
-	c.deleted.Store(int64(s.Since()))
-	if s.p.Delete(h) != nil {
-		c.deleted.Store(0) // already gone (Close): no latency to measure
-	}
-}
+// OnRelease, once no waiter can hold an event for it. A Delete that fails
+// found the connection gone already (hung up, or Close).
+func (s *Server) drop(_ *conn, h poller.Handle) { s.p.Delete(h) }
 
-// onRelease runs once per connection after its grace period. It records the
-// release latency of connections the server deleted.
-func (s *Server) onRelease(c *conn, r poller.Released) {
-	if t := c.deleted.Load(); t != 0 && r.Reason == poller.Deleted {
-		at := time.Duration(t)
-		d := s.Since() - at
-		s.latMu.Lock()
-		s.lat = append(s.lat, relLatency{at, d})
-		s.latMu.Unlock()
-	}
+// onRelease runs once per connection after its grace period.
+func (s *Server) onRelease(poller.Released) {
 	s.open.Add(-1)
 	s.released.Add(1)
-}
-
-// Latencies returns the release latencies (Delete to OnRelease) of the
-// connections the server deleted before and after cut, a time stamp from
-// Since.
-func (s *Server) Latencies(cut time.Duration) (before, after []time.Duration) {
-	s.latMu.Lock()
-	defer s.latMu.Unlock()
-	for _, l := range s.lat {
-		if l.at < cut {
-			before = append(before, l.d)
-		} else {
-			after = append(after, l.d)
-		}
-	}
-	return before, after
 }
 
 // Close shuts the poller down: every registration still live is released
@@ -284,9 +248,6 @@ func (s *Server) Addr() string { return s.addr }
 
 // Poller returns the server's poller, for its statistics.
 func (s *Server) Poller() *poller.Poller { return s.p }
-
-// Since returns the time since the server started, the clock of Latencies.
-func (s *Server) Since() time.Duration { return time.Since(s.start) }
 
 // Open returns the connections registered and not yet released.
 func (s *Server) Open() int64 { return s.open.Load() }
