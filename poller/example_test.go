@@ -1,22 +1,46 @@
-//go:build linux
-
 package poller_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gracepoll/gracepoll/passbuck"
 	"github.com/gracepoll/gracepoll/poller"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 )
 
-// A pipe's read end, watched by a poller that owns it: the handler reads
-// what was written and deletes the registration; OnRelease runs once no
-// waiter can hold an event for it, and then the poller closes the fd.
+// These examples compile on every system; they run on Linux, and elsewhere
+// New returns ErrUnsupported.
+
+// pipe returns an os.Pipe and the descriptor number of its read end, which
+// is what a Registration takes. SyscallConn().Control reads the number
+// without switching the file to blocking mode, as (*os.File).Fd would, so
+// the file stays usable through its own methods. The file stays the
+// caller's (CloseFD false): close it in or after OnRelease, never before.
+func pipe() (r, w *os.File, fd int, err error) {
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, -1, err
+	}
+	rc, err := r.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(s uintptr) { fd = int(s) })
+	}
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, -1, err
+	}
+	return r, w, fd, nil
+}
+
+// A pipe's read end, watched by a poller: the handler reads what was
+// written and deletes the registration; OnRelease runs once no waiter can
+// hold an event for it, and closes the file.
 func Example() {
 	p, err := poller.New(poller.Options{Waiters: 2})
 	if err != nil {
@@ -25,45 +49,52 @@ func Example() {
 	}
 	defer p.Close()
 
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+	r, w, fd, err := pipe()
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer unix.Close(fds[1])
+	defer w.Close()
 
 	released := make(chan poller.Released, 1)
 	_, err = p.Add(poller.Registration{
-		FD:      fds[0],
-		Events:  poller.Readable,
-		CloseFD: true,
+		FD:     fd,
+		Events: poller.Readable,
 		OnEvent: func(e poller.Event) {
 			buf := make([]byte, 64)
-			n, _ := unix.Read(e.FD, buf)
+			n, _ := r.Read(buf)
 			fmt.Printf("read %q\n", buf[:n])
 			p.Delete(e.Handle) // from inside the handler is fine
 		},
-		OnRelease: func(r poller.Released) { released <- r },
+		OnRelease: func(rel poller.Released) {
+			r.Close() // no handler can use it any more
+			released <- rel
+		},
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	unix.Write(fds[1], []byte("hello"))
-	r := <-released
-	fmt.Println("released:", r.Reason)
+	w.Write([]byte("hello"))
+	rel := <-released
+	fmt.Println("released:", rel.Reason)
 	// Output:
 	// read "hello"
 	// released: deleted
 }
 
 // New validates its options: the zero value is a good default, and bad
-// values get ErrInvalid with the reason.
+// values get ErrInvalid with the reason. Off Linux it returns
+// ErrUnsupported.
 func ExampleNew() {
 	_, err := poller.New(poller.Options{Waiters: -1})
 	fmt.Println(errors.Is(err, poller.ErrInvalid))
 
 	p, err := poller.New(poller.Options{}) // GOMAXPROCS waiters, no timeout
+	if errors.Is(err, poller.ErrUnsupported) {
+		fmt.Println("no epoll on this system")
+		return
+	}
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -74,44 +105,139 @@ func ExampleNew() {
 	// <nil>
 }
 
-// Delete returns at once; a second Delete of the same handle is stale.
-// Barrier waits until the release has run.
-func ExamplePoller_Delete() {
-	p, _ := poller.New(poller.Options{Waiters: 1})
+// Add registers an fd; events arrive on a waiter goroutine, one at a time
+// per registration.
+func ExamplePoller_Add() {
+	p, err := poller.New(poller.Options{Waiters: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer p.Close()
-	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	var released atomic.Bool
-	h, _ := p.Add(poller.Registration{
-		FD:        efd,
-		Events:    poller.Readable,
-		CloseFD:   true,
-		OnEvent:   func(poller.Event) {},
-		OnRelease: func(poller.Released) { released.Store(true) },
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	done := make(chan struct{})
+	_, err = p.Add(poller.Registration{
+		FD:     fd,
+		Events: poller.Readable,
+		OnEvent: func(e poller.Event) {
+			if e.Events&poller.HangUp != 0 {
+				// The final event: the writer closed (the deferred
+				// w.Close), and the poller releases the registration
+				// after this call.
+				return
+			}
+			buf := make([]byte, 64)
+			n, _ := r.Read(buf)
+			fmt.Printf("read %q on one of %d waiters\n", buf[:n], p.Waiters())
+			close(done)
+		},
+		OnRelease: func(poller.Released) { r.Close() },
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w.Write([]byte("42"))
+	<-done
+	// Output: read "42" on one of 2 waiters
+}
+
+// Delete returns at once; a second Delete of the same handle is stale.
+func ExamplePoller_Delete() {
+	p, err := poller.New(poller.Options{Waiters: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	h, err := p.Add(poller.Registration{
+		FD:        fd,
+		Events:    poller.Readable,
+		OnEvent:   func(poller.Event) {},
+		OnRelease: func(poller.Released) { r.Close() },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(p.Delete(h))
 	fmt.Println(errors.Is(p.Delete(h), poller.ErrStale))
-	fmt.Println(p.Barrier(context.Background()), released.Load())
 	// Output:
 	// <nil>
 	// true
-	// <nil> true
+}
+
+// Barrier waits until every registration deleted before it was called has
+// been released: OnRelease has returned (and an owned fd is closed).
+func ExamplePoller_Barrier() {
+	p, err := poller.New(poller.Options{Waiters: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	var released atomic.Bool
+	h, err := p.Add(poller.Registration{
+		FD:      fd,
+		Events:  poller.Readable,
+		OnEvent: func(poller.Event) {},
+		OnRelease: func(poller.Released) {
+			r.Close()
+			released.Store(true)
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p.Delete(h)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fmt.Println(p.Barrier(ctx), released.Load())
+	// Output: <nil> true
 }
 
 // Close releases every live registration exactly once, then returns.
 func ExamplePoller_Close() {
-	p, _ := poller.New(poller.Options{Waiters: 2, Topology: poller.PerWaiter})
-	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	p, err := poller.New(poller.Options{Waiters: 2, Topology: poller.PerWaiter})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
 	p.Add(poller.Registration{
-		FD:      efd,
+		FD:      fd,
 		Events:  poller.Readable,
-		CloseFD: true,
 		OnEvent: func(poller.Event) {},
-		OnRelease: func(r poller.Released) {
-			fmt.Println("released:", r.Reason)
+		OnRelease: func(rel poller.Released) {
+			r.Close()
+			fmt.Println("released:", rel.Reason)
 		},
 	})
 	fmt.Println(p.Close())
-	_, err := p.Add(poller.Registration{FD: 0, OnEvent: func(poller.Event) {}})
+	_, err = p.Add(poller.Registration{FD: fd, OnEvent: func(poller.Event) {}})
 	fmt.Println(errors.Is(err, poller.ErrClosed))
 	// Output:
 	// released: closed
@@ -119,39 +245,28 @@ func ExamplePoller_Close() {
 	// true
 }
 
-// Add registers an fd; events arrive on a waiter goroutine, one at a time
-// per registration.
-func ExamplePoller_Add() {
-	p, _ := poller.New(poller.Options{Waiters: 2})
-	defer p.Close()
-	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	got := make(chan uint64, 1)
-	_, err := p.Add(poller.Registration{
-		FD:      efd,
-		Events:  poller.Readable,
-		CloseFD: true,
-		OnEvent: func(e poller.Event) {
-			var b [8]byte
-			unix.Read(e.FD, b[:])
-			got <- uint64(b[0])
-		},
-	})
+// A timer runs on a waiter, never concurrently with the registration's
+// OnEvent; Delete stops it, however far out it was.
+func ExamplePoller_AfterFunc() {
+	p, err := poller.New(poller.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	unix.Write(efd, []byte{42, 0, 0, 0, 0, 0, 0, 0})
-	fmt.Println(<-got)
-	// Output: 42
-}
-
-// A timer runs on a waiter, never concurrently with the registration's
-// OnEvent; Delete stops it, however far out it was.
-func ExamplePoller_AfterFunc() {
-	p, _ := poller.New(poller.Options{})
 	defer p.Close()
-	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	h, _ := p.Add(poller.Registration{FD: efd, Events: poller.Readable, CloseFD: true, OnEvent: func(poller.Event) {}})
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable,
+		OnEvent:   func(poller.Event) {},
+		OnRelease: func(poller.Released) { r.Close() }})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	done := make(chan struct{})
 	p.AfterFunc(h, time.Millisecond, func() { fmt.Println("retry"); close(done) })
 	p.AfterFunc(h, 10*time.Minute, func() { fmt.Println("never") })
@@ -161,33 +276,108 @@ func ExamplePoller_AfterFunc() {
 	// Output: retry
 }
 
-// A hold keeps the fd open after Delete until the holder is done with it.
+// A hold keeps a deleted registration from being released, so its fd stays
+// open, until the holder is done with it: here a read from another
+// goroutine after Delete.
 func ExamplePoller_Hold() {
-	p, _ := poller.New(poller.Options{})
+	p, err := poller.New(poller.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer p.Close()
-	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
 	released := make(chan struct{})
-	h, _ := p.Add(poller.Registration{
-		FD: efd, Events: poller.Readable, CloseFD: true,
-		OnEvent:   func(poller.Event) {},
-		OnRelease: func(poller.Released) { close(released) },
+	h, err := p.Add(poller.Registration{
+		FD: fd, Events: poller.Readable,
+		OnEvent: func(poller.Event) {},
+		OnRelease: func(poller.Released) {
+			r.Close()
+			close(released)
+		},
 	})
-	unhold, _ := p.Hold(h)
-	p.Delete(h)                                     // returns at once
-	unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // still our fd: held
-	fmt.Println("wrote while held")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	unhold, err := p.Hold(h)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p.Delete(h) // returns at once
+	w.Write([]byte("late"))
+	buf := make([]byte, 16)
+	n, _ := r.Read(buf) // still open: held
+	fmt.Printf("read %q while held\n", buf[:n])
 	unhold()
 	<-released
 	fmt.Println("released")
 	// Output:
-	// wrote while held
+	// read "late" while held
 	// released
 }
 
-// Stats renders per-waiter statistics as a table.
+// Stats is a snapshot of every waiter's statistics and the poller's
+// counters; it prints as a table.
 func ExamplePoller_Stats() {
-	p, _ := poller.New(poller.Options{Waiters: 2, Topology: poller.PerWaiter})
+	p, err := poller.New(poller.Options{Waiters: 2, Topology: poller.PerWaiter})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer p.Close()
 	p.ResetStats()
-	fmt.Print(p.Stats())
+	st := p.Stats()
+	fmt.Println(len(st.Waiters), st.Waiters[1].Name, st.Live, st.Added)
+	// Output: 2 waiter-1 0 0
+}
+
+// Options.Reclaimer plugs in any deferred reclaimer that passes package
+// reclaimtest's conformance suite: here epoch-based reclamation. The
+// classic pass-the-buck scheme needs a finite WaitTimeout, which New
+// checks.
+func ExampleOptions_reclaimer() {
+	p, err := poller.New(poller.Options{Waiters: 2, Reclaimer: epoch.Factory(epoch.Options{})})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	r, w, fd, err := pipe()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	released := make(chan poller.Released, 1)
+	h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable,
+		OnEvent: func(poller.Event) {},
+		OnRelease: func(rel poller.Released) {
+			r.Close()
+			released <- rel
+		}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p.Delete(h)
+	fmt.Println("released:", (<-released).Reason)
+
+	classic := passbuck.Factory(passbuck.Options{Mode: passbuck.Classic})
+	_, err = poller.New(poller.Options{Reclaimer: classic})
+	fmt.Println(errors.Is(err, poller.ErrInvalid))
+	q, err := poller.New(poller.Options{Reclaimer: classic, WaitTimeout: 5 * time.Millisecond})
+	if err == nil {
+		fmt.Println(q.Close())
+	}
+	// Output:
+	// released: deleted
+	// true
+	// <nil>
 }
