@@ -22,11 +22,11 @@ type result struct {
 	FirstError               string // the first of them, to say what went wrong
 
 	// Server side.
-	Accepted, Released uint64          // connection registrations added and released
-	Unreleased         int64           // registrations of closed connections still not released before Close
-	Latency            poller.Latency  // Delete to release, of connections released while the load ran (the poller's last 4096)
-	StopLatency        poller.Latency  // the same for the burst of closes when the load stopped
-	Stats              poller.Stats    // the poller's counters just before Close
+	Accepted, Released uint64         // connection registrations added and released
+	Unreleased         int64          // registrations of closed connections still not released before Close
+	Latency            poller.Latency // Delete to release, of connections released while the load ran (the poller's last 4096)
+	StopLatency        poller.Latency // the same for the burst of closes when the load stopped
+	Stats              poller.Stats   // the poller's counters just before Close
 }
 
 // correct reports whether every reply matched its request, no bytes crossed
