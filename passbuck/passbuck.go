@@ -11,9 +11,10 @@
 // carried past a quiescent point of every participant after its Retire: the
 // last participant runs the batch, outside every lock.
 //
-// In the Classic mode that is all, and it is the seed's weakness: a
-// participant blocked indefinitely never passes the buck, so every blocking
-// call needs a finite timeout, trading release latency against idle wake-ups.
+// In the Classic mode, the original pass-the-buck scheme, that is all. Its
+// weakness, pointed out in the same LKML thread: a participant blocked
+// indefinitely never passes the buck, so every blocking call needs a finite
+// timeout, trading release latency against idle wake-ups.
 //
 // The SkipOffline mode (the default) removes the weakness. A participant
 // about to block calls Offline; whoever hands a batch to an offline
@@ -21,11 +22,13 @@
 // nothing it has validated. The check that a participant is offline and the
 // taking of its list happen under its mutex, after every item in the list
 // was appended, so the check covers each of them. If participant 0 is
-// offline when Retire appends, nobody may come to pass the buck: Retire
-// signals the Reclaimer's own goroutine, which carries the list through the
-// offline participants and runs a batch that reaches the end. Retire thus
-// takes one mutex whatever N is, and release functions never run on its
-// stack. All this is safe only because the caller validates, after Online,
+// offline when Retire appends to its empty list, nobody may come to pass the
+// buck: Retire signals the Reclaimer's own goroutine, which carries the list
+// through the offline participants and runs a batch that reaches the end.
+// Retires that find the list non-empty need not signal, since whoever takes
+// the list takes their items too: the goroutine is woken once per batch, not
+// once per Retire. Retire thus takes one mutex whatever N is, and release
+// functions never run on its stack. All this is safe only because the caller validates, after Online,
 // everything its blocking call returned (see package reclaim and
 // docs/design.md).
 //
@@ -39,6 +42,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gracepoll/gracepoll/reclaim"
 )
@@ -50,9 +54,9 @@ const (
 	// SkipOffline passes the buck through offline participants; grace
 	// periods complete with participants blocked indefinitely.
 	SkipOffline Mode = iota
-	// Classic is the seed's algorithm: every participant must call
-	// Quiesce (or Offline) for a grace period to complete, so blocking
-	// calls need a finite timeout. Online is a no-op.
+	// Classic is the original pass-the-buck scheme: every participant
+	// must call Quiesce (or Offline) for a grace period to complete, so
+	// blocking calls need a finite timeout. Online is a no-op.
 	Classic
 )
 
@@ -114,16 +118,33 @@ func (b *batch) splice(o batch) {
 	b.n += o.n
 }
 
-// participant is one pending list. It is padded to its own cache lines:
-// passers write has and the list, the owner writes offline.
-type participant struct {
+// cacheLine is the padding unit. 128 bytes rather than 64 because x86's
+// adjacent-line prefetcher pulls cache lines in pairs, and some arm64 and
+// ppc64 cores have 128-byte lines.
+const cacheLine = 128
+
+// participantState is one pending list.
+type participantState struct {
 	mu      sync.Mutex
 	list    batch         // guarded by mu
 	has     atomic.Bool   // list is non-empty; stored under mu, loaded without it
 	offline atomic.Bool   // written only by the owner (SkipOffline mode)
 	passed  atomic.Uint64 // non-empty lists taken from it, for Stats
-	_       [128 - 8 - 24 - 8 - 8]byte
 }
+
+// participant is padded to its own cache-line block: passers write has and
+// the list, the owner writes offline, and participants passing the buck at
+// once do not slow each other down.
+type participant struct {
+	participantState
+	_ [cacheLine - unsafe.Sizeof(participantState{})%cacheLine]byte
+}
+
+// Compile-time check that a participant fills exactly one padding unit.
+var (
+	_ [cacheLine - unsafe.Sizeof(participant{})]byte
+	_ [unsafe.Sizeof(participant{}) - cacheLine]byte
+)
 
 // Reclaimer is a pass-the-buck reclaim.Reclaimer. Its methods are safe for
 // concurrent use within the rules of reclaim.Reclaimer.
@@ -144,6 +165,7 @@ type Reclaimer struct {
 	bgMu        sync.Mutex
 	bgQueue     batch // guarded by bgMu
 	bgSignalled atomic.Bool
+	bgWakeups   atomic.Uint64 // times the goroutine woke, for tests
 	bgWake      chan struct{}
 	bgStop      chan struct{}
 	bgDone      chan struct{}
@@ -212,9 +234,9 @@ func (r *Reclaimer) Mode() Mode { return r.mode }
 func (r *Reclaimer) Participants() int { return len(r.parts) }
 
 // Retire appends release to participant 0's list. In SkipOffline mode, if
-// participant 0 is offline, it carries the buck on through the offline
-// participants; a batch that reaches the end goes to the Reclaimer's
-// goroutine.
+// the list was empty and participant 0 is offline, it wakes the Reclaimer's
+// goroutine, which carries the buck on through the offline participants and
+// runs a batch that reaches the end.
 func (r *Reclaimer) Retire(release func()) error {
 	if release == nil {
 		return fmt.Errorf("%w: passbuck: nil release function", reclaim.ErrInvalid)
@@ -231,15 +253,23 @@ func (r *Reclaimer) Retire(release func()) error {
 	}
 	n.seq = r.seq
 	r.seq++
-	if p.list.head == nil {
+	first := p.list.head == nil
+	if first {
 		// Only a list's head is ever read for OldestAge, and every head
 		// starts as the head of participant 0's list: stamp just those,
 		// sparing the clock read (tens of ns on some VMs) on the rest.
 		n.at = int64(time.Since(r.base))
 	}
 	p.list.push(n)
-	p.has.Store(true)
-	idle := r.mode == SkipOffline && p.offline.Load()
+	// has is stored before offline is loaded, the mirror image of
+	// Offline. Only the first item of a list signals: a later one joins
+	// a list that its first item's signal, or participant 0's next
+	// quiescent point, will take whole.
+	idle := false
+	if first {
+		p.has.Store(true)
+		idle = r.mode == SkipOffline && p.offline.Load()
+	}
 	p.mu.Unlock()
 	if idle {
 		r.signal()
@@ -356,6 +386,7 @@ func (r *Reclaimer) background() {
 		case <-r.bgStop:
 			return
 		}
+		r.bgWakeups.Add(1)
 		r.bgSignalled.Store(false)
 		if r.parts[0].has.Load() {
 			r.carry(0, batch{}, true)
