@@ -133,6 +133,14 @@ type slot struct {
 	cancel context.CancelFunc
 }
 
+// init makes a new slot free, generation 1, before its chunk is published.
+func (s *slot) init(index uint32) {
+	s.index = index
+	s.word.Store(uint64(stateOf(1, lifeFree)))
+	s.waiter = -1
+	s.lastWaiter.Store(-1)
+}
+
 func (s *slot) load() state { return state(s.word.Load()) }
 
 func (s *slot) cas(old, new state) bool { return s.word.CompareAndSwap(uint64(old), uint64(new)) }

@@ -53,10 +53,7 @@ func (t *table) alloc() (uint32, bool) {
 	if t.chunks[ci].Load() == nil {
 		c := new(chunk)
 		for k := range c {
-			c[k].index = ci<<chunkBits | uint32(k)
-			c[k].word.Store(uint64(stateOf(1, lifeFree)))
-			c[k].waiter = -1
-			c[k].lastWaiter.Store(-1)
+			c[k].init(ci<<chunkBits | uint32(k))
 		}
 		t.chunks[ci].Store(c)
 	}
