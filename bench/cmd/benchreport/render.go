@@ -371,10 +371,11 @@ func renderConnCycle(w io.Writer, r results) []target {
 		"reading the echo back (checked byte for byte) and closing. One client core may not saturate a server, "+
 		"so the figure that ranks them is the server's CPU time (user and system, all its threads) per "+
 		"connection cycle, lower is better; server util is that CPU time over the wall time (near 100%%: the "+
-		"server was the bottleneck). The loopback's kernel work runs on the sending side: the handshake and the "+
+		"server was the bottleneck), client util the client's (near 100%%: the client was; both well below "+
+		"100%% means stalls, as when other processes take the cores). The loopback's kernel work runs on the sending side: the handshake and the "+
 		"request are delivered on the client's CPU, the reply on the server's, alike for every server "+
 		"(`BenchmarkConnCycle`; medians over rounds). Same servers and configurations as section 5.\n\n")
-	fmt.Fprintf(w, "| server | server CPU µs/cycle | vs gnet | vs net | server util %% | cycles/s | rounds |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| server | server CPU µs/cycle | vs gnet | vs net | server util %% | client util %% | cycles/s | rounds |\n|---|---|---|---|---|---|---|---|\n")
 	get := func(s, unit string) (float64, bool) { return r.get("BenchmarkConnCycle/"+s, unit) }
 	gc, okg := get("gnet", "server-cpu-µs/cycle")
 	nc, okn := get("net", "server-cpu-µs/cycle")
@@ -393,13 +394,14 @@ func renderConnCycle(w io.Writer, r results) []target {
 	for _, s := range echoServers {
 		c, ok := get(s, "server-cpu-µs/cycle")
 		if !ok {
-			fmt.Fprintf(w, "| %s | not run | | | | | |\n", s)
+			fmt.Fprintf(w, "| %s | not run | | | | | | |\n", s)
 			continue
 		}
 		u, oku := get(s, "server-util-%")
+		cu, okcu := get(s, "client-util-%")
 		cy, okc := get(s, "cycles/s")
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d |\n", s, fmtNum(c), rel(c, gc, okg), rel(c, nc, okn),
-			num(u, oku), num(cy, okc), r.runs("BenchmarkConnCycle/"+s, "server-cpu-µs/cycle"))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", s, fmtNum(c), rel(c, gc, okg), rel(c, nc, okn),
+			num(u, oku), num(cu, okcu), num(cy, okc), r.runs("BenchmarkConnCycle/"+s, "server-cpu-µs/cycle"))
 	}
 	fmt.Fprintln(w)
 	var ts []target
