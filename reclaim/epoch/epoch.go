@@ -189,11 +189,10 @@ type participantState struct {
 	// published. Written only by the participant, read by drivers.
 	ctr atomic.Uint64
 	// seen is, for the participant's goroutine alone, the global word at
-	// its last publication (or staleWord), so that the fast path of
-	// Quiesce reads no shared line but the word's.
+	// its last publication, so that the fast path of Quiesce reads no
+	// shared line but the word's; 0 (never the word) while offline, and
+	// staleWord to send the next Quiesce to the slow path.
 	seen uint64
-	// pub is, for the participant's goroutine alone, what ctr holds.
-	pub uint64
 	// passed counts the quiescent points at which this participant found
 	// work pending and drove; for Stats.
 	passed atomic.Uint64
@@ -338,7 +337,6 @@ func New(participants int, _ Options) (*Reclaimer, error) {
 	for i := range r.parts {
 		p := &r.parts[i]
 		p.ctr.Store(1)
-		p.pub = 1
 		p.seen = 1 * epochUnit
 	}
 	go r.background()
@@ -354,16 +352,17 @@ func (r *Reclaimer) Participants() int { return len(r.parts) }
 // pending, advances the epoch if it can and may run release functions whose
 // grace period is over.
 func (r *Reclaimer) Quiesce(p int) {
-	part := &r.parts[p]
-	if w := r.word.Load(); w != part.seen {
-		r.quiesceSlow(part, w)
+	if r.word.Load() != r.parts[p].seen {
+		r.quiesceSlow(p)
 	}
 }
 
 // quiesceSlow is Quiesce when the word moved. Kept out of Quiesce so that
 // Quiesce inlines.
-func (r *Reclaimer) quiesceSlow(part *participant, w uint64) {
-	if part.pub == 0 {
+func (r *Reclaimer) quiesceSlow(p int) {
+	part := &r.parts[p]
+	w := r.word.Load()
+	if part.seen == 0 {
 		// Offline: nothing to publish. Help if there is work.
 		if w&pendingBit != 0 && r.drive(nil, true) {
 			r.wake()
@@ -380,13 +379,13 @@ func (r *Reclaimer) quiesceSlow(part *participant, w uint64) {
 	}
 }
 
-// publish records that part, at a quiescent point, observed word w.
+// publish records that part, online and at a quiescent point, observed word
+// w. It stores the counter only if the epoch changed.
 func publish(part *participant, w uint64) {
-	part.seen = w
-	if e := w / epochUnit; e != part.pub {
-		part.pub = e
+	if e := w / epochUnit; e != part.seen/epochUnit {
 		part.ctr.Store(e)
 	}
+	part.seen = w
 }
 
 // Offline announces that participant p is entering an extended quiescent
@@ -394,20 +393,17 @@ func publish(part *participant, w uint64) {
 // if it can and may run release functions whose grace period is over.
 func (r *Reclaimer) Offline(p int) {
 	part := &r.parts[p]
-	if part.pub != 0 {
-		part.pub = 0
-		part.ctr.Store(0)
-	}
-	part.seen = staleWord
+	part.ctr.Store(0)
+	part.seen = 0
 	// Store, then load: the mirror image of a driver that loads the word
 	// and then reads the counters.
 	if r.word.Load()&pendingBit != 0 {
-		r.offlineSlow(part)
+		r.offlineSlow(p)
 	}
 }
 
-func (r *Reclaimer) offlineSlow(part *participant) {
-	part.passed.Add(1)
+func (r *Reclaimer) offlineSlow(p int) {
+	r.parts[p].passed.Add(1)
 	if r.drive(nil, true) {
 		r.wake() // budget spent: nobody else may be coming
 	}
@@ -418,13 +414,12 @@ func (r *Reclaimer) offlineSlow(part *participant) {
 // participant it does nothing. It never runs release functions.
 func (r *Reclaimer) Online(p int) {
 	part := &r.parts[p]
-	if part.pub != 0 {
+	if part.seen != 0 {
 		return
 	}
 	w := r.word.Load()
 	part.seen = w
-	part.pub = w / epochUnit
-	part.ctr.Store(part.pub)
+	part.ctr.Store(w / epochUnit)
 }
 
 // drive advances the epoch and runs releasable entries while it can, for a
