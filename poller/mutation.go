@@ -6,9 +6,3 @@ package poller
 // identity functions the compiler inlines away, and only a build with the
 // tag gracepoll_mutation (mutation_on.go), used by tests alone, can switch
 // a bug on.
-const (
-	mutNone       = iota
-	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
-	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
-	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
-)

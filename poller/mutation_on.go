@@ -2,10 +2,24 @@
 
 package poller
 
+// Deliberate bugs for the mutation tests, which prove that the torture and
+// fd-reuse tests catch each one. Production code calls the test hooks in
+// one line each (testHookValidate, testHookReclaimer); a normal build
+// (mutation_off.go) makes them identity functions the compiler inlines
+// away, and only this build, with the tag gracepoll_mutation, used by tests
+// alone, can switch a bug on.
+
 import (
 	"runtime"
 
 	"github.com/gracepoll/gracepoll/reclaim"
+)
+
+const (
+	mutNone       = iota
+	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
+	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
+	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
 )
 
 // mutation is set by tests (export_mutation_test.go) before New.
