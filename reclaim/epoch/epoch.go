@@ -1,11 +1,12 @@
 // Package epoch implements reclaim.Reclaimer as an epoch-based
 // quiescent-state reclaimer (QSBR) in the manner of liburcu's urcu-qsbr:
 // participants announce quiescent points by copying a global epoch into a
-// per-participant counter. As in crossbeam-epoch's try_advance, the
-// participants themselves advance the epoch and run the release functions
-// whose grace period is over, at their quiescent points; a background
-// goroutine does it only when nobody else will, because every participant is
-// offline (an idle server).
+// per-participant counter. As in crossbeam-epoch, where threads advance the
+// epoch themselves (try_advance) instead of waiting for a dedicated thread,
+// the participants here decide that grace periods have ended and run the
+// release functions whose grace period is over, at their quiescent points.
+// A background goroutine does it only when nobody else will, because every
+// participant is offline (an idle server).
 //
 // # How it works
 //
@@ -17,26 +18,31 @@
 //   - Retire appends the release function to a FIFO queue, under the queue's
 //     mutex, tagged with E loaded under that mutex. Tags are therefore
 //     non-decreasing in queue order. A Retire that finds the queue empty
-//     sets the pending bit and wakes the background goroutine: once per
-//     batch, not once per Retire. Retire never runs a release function.
+//     bumps E and sets the pending bit, in one atomic add, and wakes the
+//     background goroutine: once per batch, not once per Retire. Retire never
+//     runs a release function.
 //   - Quiesce loads the word and compares it with a copy private to the
 //     participant. If nothing changed, that is all it does. Otherwise it
 //     stores the epoch in its counter and, if the pending bit is set,
-//     drives: it tries to advance, and runs what is releasable.
+//     drives.
 //   - Offline stores 0 in the counter and, if the pending bit is set, drives
 //     the same way (without publishing an epoch: it stays offline).
 //   - Online stores the epoch it loads. It never drives: going online never
-//     lets a grace period complete.
-//   - Driving: if every participant's counter is E or 0, compare-and-swap
-//     the word from E to E+1; a participant inside Quiesce then publishes
-//     E+1 at once (it is still at its quiescent point), so that with the
-//     others offline or caught up it can advance again. An entry tagged t is
-//     releasable once E >= t+2. The driver takes the queue's releasable
-//     prefix and runs it, on its own stack, holding a run token so that
-//     releases run one at a time and in Retire order (FIFO), which Barrier
-//     relies on. A driver inside Quiesce or Offline stops after two
-//     advances and two runs, so that a participant is never kept from its
-//     own work by a stream of Retires; see "Progress".
+//     ends a grace period.
+//   - Driving: load the word (E), then read every counter; let m be the
+//     smallest of E and the counters of online participants. Entries tagged
+//     below m are releasable. The driver takes that prefix of the queue and
+//     runs it, on its own stack, holding a run token so that releases run
+//     one at a time and in Retire order (FIFO), which Barrier relies on. If
+//     entries tagged E remain, it bumps E with a compare-and-swap, so that
+//     the participants' next quiescent points can release them. A
+//     participant inside Quiesce publishes every new epoch it sees at once:
+//     it is still at its quiescent point. A driver inside Quiesce or Offline
+//     stops after two bumps and two runs, so that a participant is never
+//     kept from its own work by a stream of Retires; see "Progress".
+//
+// A release therefore runs once every online participant has passed one
+// quiescent point after its Retire: about one batch of a busy waiter.
 //
 // # Guarantees
 //
@@ -53,47 +59,49 @@
 //     is called. Retire is O(1), never blocks on a grace period and never
 //     runs a release function.
 //   - A release function that panics inside Quiesce or Offline: the panic
-//     goes up the participant's stack (it counts as Released); the rest of
-//     the releases it was running go back to the head of the queue, still in
-//     order, and the Reclaimer's goroutine runs them. One that panics on the
-//     Reclaimer's goroutine crashes the program, as a panic in any goroutine
-//     does: there is no caller to return it to. One that panics during Close
-//     propagates out of Close, and the releases after it never run.
+//     goes up the participant's stack (the release counts as Released); the
+//     releases after it in the prefix being run go back to the head of the
+//     queue, still in order, and the Reclaimer's goroutine runs them. One that
+//     panics on the Reclaimer's goroutine crashes the program, as a panic in
+//     any goroutine does: there is no caller to return it to. One that
+//     panics during Close propagates out of Close, and the releases after it
+//     never run.
 //
 // # Why it is safe
 //
 // Go's sync/atomic operations are sequentially consistent: all of them fall
 // in one total order, consistent with each goroutine's program order. The
-// epoch only grows, by one at a time, and only by a compare-and-swap from E
-// to E+1 made after its maker loaded E and then read every counter and found
-// each equal to E (or above: then the word has moved and the swap fails) or
-// 0. A participant stores in its counter only a value it loaded from the
-// word, so a counter read as E was stored after a load that returned E, that
-// is after the swap that made the epoch E.
+// epoch only grows. A participant stores in its counter only a value it
+// loaded from the word, so a counter read as v was stored after a load that
+// returned v, hence after the bump that made the epoch v.
 //
 // A deleter stores its delete (a slot marked released, a pointer unlinked)
 // before calling Retire, and Retire loads E = t after it. Take an entry
-// tagged t, and the swap from t+1 to t+2. Its maker loaded t+1, after the
-// swap to t+1, which itself came after Retire's load of t (that load read
-// the word before the swap changed it); so every counter read it made came
-// after the delete. For each participant it read:
+// tagged t that a driver releases: the driver loaded E' > t and then read
+// the counters. Its load of E' came after the bump from t to t+1, which came
+// after Retire's load of t (that load read the word before the bump changed
+// it); so every counter read came after the delete. For each participant the
+// driver read:
 //
-//   - t+1: the participant stored t+1 after loading it, so after the delete,
-//     at a quiescent point (it held nothing from before) or at Online (after
-//     which it validates what its blocking call returned). It has not stored
-//     since, so everything it holds now it obtained, or validated, after the
-//     delete, and it sees the delete.
+//   - a value above t: the participant stored it after loading it, so after
+//     the bump to t+1 and after the delete, at a quiescent point (it held
+//     nothing from before) or at Online (after which it validates what its
+//     blocking call returned). It has not stored since, so everything it
+//     holds now it obtained, or validated, after the delete, and it sees the
+//     delete.
 //   - 0: the participant was offline and uses nothing. Its next Online
 //     stores after this read, and its validating loads come later still, so
 //     they see the delete.
 //
-// Either way no participant can still use what the entry releases once the
-// epoch reaches t+2. One advance is not enough: the swap from t to t+1 may
-// have been decided on counter reads made before the delete.
+// Either way no participant can still use what the entry releases. The bound
+// m <= E' matters when the counters read are all 0: an entry tagged E' may
+// have been retired after the driver read them, and a participant read as
+// offline may since have come online and obtained a reference before the
+// delete.
 //
 // A counter may lag: Online (or a slow Quiesce) may store an epoch that has
 // already been superseded. That only makes the participant look behind, so
-// grace periods wait for its next quiescent point: conservative, and still
+// the entry waits for its next quiescent point: conservative, and still
 // safe. Quiesce on an offline participant publishes nothing.
 //
 // Offline alone does not make a blocking call safe: epoll_wait hands out
@@ -102,28 +110,33 @@
 //
 // # Progress
 //
-// Whenever work is pending and the epoch could advance, someone is bound to
+// Whenever an entry could be released, or needs a bump, someone is bound to
 // drive. Every participant stores its counter, then loads the word and, if
 // the pending bit is set, reads the other counters (store, then scan). Of two
-// participants doing so at once, the later store comes first in the order
-// before the other's scan, so the last participant to catch up sees the
+// participants doing so at once, the later store comes before the other's
+// scan in the total order, so the last participant to catch up sees the
 // others caught up (Dekker's argument). A driver stops only when:
 //
 //   - nothing is pending;
-//   - some online participant is behind E: that participant has not yet
-//     stored E, so its next Quiesce sees a word different from its private
-//     copy, and its next Offline sees the pending bit; either way it
-//     drives;
+//   - the oldest entry waits for an online participant that has not yet
+//     published an epoch above its tag, and every entry's tag is below E:
+//     that participant's counter is below E, so its next Quiesce sees a word
+//     different from its private copy, and its next Offline sees the pending
+//     bit; either way it drives;
 //   - the run token is taken: its holder, after releasing the token, loads
-//     the word and the queue's head again and runs what became releasable.
-//     A failed token acquisition reads the holder's acquisition, so it comes
-//     before the holder's release, which comes before the holder's re-check:
-//     an advance made before a failed acquisition is never missed;
+//     the word, the counters and the queue's tags again and runs what became
+//     releasable. A failed token acquisition reads the holder's acquisition,
+//     so it comes before the holder's release, which comes before the
+//     holder's re-check: nothing that was releasable before a failed
+//     acquisition is missed;
 //   - its budget is spent: Quiesce makes its participant's next Quiesce
 //     drive again, and Offline wakes the Reclaimer's goroutine.
 //
-// With every participant offline, the last one to go offline drives, and
-// after that the Retire that finds the queue empty wakes the Reclaimer's
+// The first entry of a batch bumps E itself. An entry tagged E that joins a
+// non-empty queue is seen by whoever drives for the entries before it, or
+// takes them, since the tail's tag is stored under the queue's mutex before
+// either. With every participant offline, the last one to go offline drives,
+// and after that the Retire that finds the queue empty wakes the Reclaimer's
 // goroutine, which drives without a budget. The goroutine never polls: it
 // sleeps until woken.
 package epoch
@@ -156,15 +169,14 @@ const (
 	// participant's private copy, it sends the next Quiesce to the slow
 	// path.
 	staleWord = pendingBit
-	// noRipe is Reclaimer.ripe while the queue is empty.
-	noRipe = math.MaxUint64
+	// noTag is Reclaimer.headTag while the queue is empty.
+	noTag = math.MaxUint64
 )
 
-// A participant's driving budget in one Quiesce or Offline call. Two
-// advances take an entry retired before the call to releasable.
+// A participant's driving budget in one Quiesce or Offline call.
 const (
-	driveAdvances = 2
-	driveRuns     = 2
+	driveBumps = 2
+	driveRuns  = 2
 )
 
 // Queue chunks: about 4 KiB each. A chunk holds entries of one tag only, so
@@ -269,12 +281,13 @@ func (b *batch) restamp() {
 // cache-line block: the group that every participant call reads, the Retire
 // group under mu, and the counters that release runners write.
 type Reclaimer struct {
-	// Read on every participant call; written about three times per
-	// batch (pending set, advances, pending cleared).
-	word  atomic.Uint64 // epoch<<1 | pendingBit
-	ripe  atomic.Uint64 // epoch at which the queue's head becomes releasable (its tag+2); noRipe if empty
-	parts []participant // immutable slice header
-	_     [cacheLine]byte
+	// Read on every participant call; written about twice per batch
+	// (epoch bumped with pending set, pending cleared).
+	word    atomic.Uint64 // epoch<<1 | pendingBit
+	headTag atomic.Uint64 // tag of the queue's oldest entry; noTag if empty
+	tailTag atomic.Uint64 // tag of the queue's newest entry; 0 if empty
+	parts   []participant // immutable slice header
+	_       [cacheLine]byte
 
 	// Retire side.
 	mu      sync.Mutex
@@ -333,7 +346,7 @@ func New(participants int, _ Options) (*Reclaimer, error) {
 		closeDone: make(chan struct{}),
 	}
 	r.word.Store(1 * epochUnit)
-	r.ripe.Store(noRipe)
+	r.headTag.Store(noTag)
 	for i := range r.parts {
 		p := &r.parts[i]
 		p.ctr.Store(1)
@@ -349,8 +362,8 @@ func (r *Reclaimer) Participants() int { return len(r.parts) }
 // Quiesce announces that participant p holds no reference obtained before
 // the call. Unless the global word changed since p's last announcement it is
 // one atomic load. Otherwise it publishes the epoch and, with releases
-// pending, advances the epoch if it can and may run release functions whose
-// grace period is over.
+// pending, it may run release functions whose grace period is over (and
+// bump the epoch).
 func (r *Reclaimer) Quiesce(p int) {
 	if r.word.Load() != r.parts[p].seen {
 		r.quiesceSlow(p)
@@ -389,8 +402,8 @@ func publish(part *participant, w uint64) {
 }
 
 // Offline announces that participant p is entering an extended quiescent
-// state and holds no reference. With releases pending it advances the epoch
-// if it can and may run release functions whose grace period is over.
+// state and holds no reference. With releases pending it may run release
+// functions whose grace period is over (and bump the epoch).
 func (r *Reclaimer) Offline(p int) {
 	part := &r.parts[p]
 	part.ctr.Store(0)
@@ -422,14 +435,14 @@ func (r *Reclaimer) Online(p int) {
 	part.ctr.Store(w / epochUnit)
 }
 
-// drive advances the epoch and runs releasable entries while it can, for a
+// drive runs releasable entries and bumps the epoch while it can, for a
 // participant at a quiescent point (part, which republishes each new epoch),
 // for an offline participant (part nil, bounded) or for the Reclaimer's
 // goroutine (part nil, unbounded). It reports whether it stopped because its
 // budget was spent with work possibly left to do; the caller must then make
 // sure somebody drives again. See "Progress" in the package comment.
 func (r *Reclaimer) drive(part *participant, bounded bool) (spent bool) {
-	advances, runs := 0, 0
+	bumps, runs := 0, 0
 	for {
 		w := r.word.Load()
 		if part != nil && w != part.seen {
@@ -439,7 +452,9 @@ func (r *Reclaimer) drive(part *participant, bounded bool) (spent bool) {
 			return false
 		}
 		e := w / epochUnit
-		if r.ripe.Load() <= e {
+		// Entries tagged below m are releasable: m was computed from
+		// counters read after this load of e.
+		if m := r.horizon(e, r.headTag.Load()); m != 0 {
 			if bounded && runs == driveRuns {
 				return true
 			}
@@ -447,39 +462,49 @@ func (r *Reclaimer) drive(part *participant, bounded bool) (spent bool) {
 				return false // the holder re-checks after releasing it
 			}
 			runs++
-			r.runRipe()
+			r.runRipe(m)
 			continue // the re-check
 		}
-		if bounded && advances == driveAdvances {
+		if r.tailTag.Load() < e {
+			// Every entry's tag is behind e: they wait for an online
+			// participant behind them, which will drive.
+			return false
+		}
+		// Entries tagged e need a later epoch to be observed.
+		if bounded && bumps == driveBumps {
 			return true
 		}
-		if !r.canAdvance(e) {
-			return false // a participant behind e will drive
-		}
 		if r.word.CompareAndSwap(w, w+epochUnit) {
-			advances++
+			bumps++
 		}
 	}
 }
 
-// canAdvance reports whether every participant is offline or has observed
-// epoch e.
-func (r *Reclaimer) canAdvance(e uint64) bool {
+// horizon returns the smallest of e and the online participants' counters,
+// if the queue's head (tagged head) is below it, else 0.
+func (r *Reclaimer) horizon(e, head uint64) uint64 {
+	if head >= e {
+		return 0
+	}
+	m := e
 	for i := range r.parts {
-		if c := r.parts[i].ctr.Load(); c != 0 && c < e {
-			return false
+		if c := r.parts[i].ctr.Load(); c != 0 && c < m {
+			if c <= head {
+				return 0
+			}
+			m = c
 		}
 	}
-	return true
+	return m
 }
 
 // runRipe takes the queue's releasable prefix and runs it. The caller holds
 // the run token; runRipe releases it, also if a release panics, after
 // handing the rest of the prefix back to the queue and waking the
 // Reclaimer's goroutine to run it.
-func (r *Reclaimer) runRipe() {
+func (r *Reclaimer) runRipe(m uint64) {
 	r.mu.Lock()
-	b := r.takeRipe()
+	b := r.takeRipe(m)
 	r.mu.Unlock()
 	ok := false
 	defer func() {
@@ -498,13 +523,12 @@ func (r *Reclaimer) runRipe() {
 	r.running.Store(false)
 }
 
-// takeRipe detaches the queue's releasable prefix: the chunks whose tag is at
-// most E-2. Called with mu and the run token held.
-func (r *Reclaimer) takeRipe() batch {
+// takeRipe detaches the queue's releasable prefix: the chunks tagged below m.
+// Called with mu and the run token held.
+func (r *Reclaimer) takeRipe(m uint64) batch {
 	q := &r.queue
-	e := r.word.Load() / epochUnit
 	var b batch
-	for c := q.head; c != nil && c.tag+2 <= e; c = q.head {
+	for c := q.head; c != nil && c.tag < m; c = q.head {
 		q.head = c.next
 		c.next = nil
 		b.splice(batch{head: c, tail: c, users: c.users, start: c.start})
@@ -516,11 +540,12 @@ func (r *Reclaimer) takeRipe() batch {
 	if q.head == nil {
 		q.tail = nil
 		q.start = 0
-		r.ripe.Store(noRipe)
+		r.headTag.Store(noTag)
+		r.tailTag.Store(0)
 		r.word.And(^uint64(pendingBit))
 	} else {
 		q.restamp()
-		r.ripe.Store(q.head.tag + 2)
+		r.headTag.Store(q.head.tag)
 	}
 	if b.users > 0 {
 		r.runStart.Store(b.start)
@@ -552,8 +577,9 @@ func (r *Reclaimer) Retire(release func()) error {
 }
 
 // enqueue appends an entry tagged with the current epoch. The first entry
-// of a batch sets the pending bit and wakes the Reclaimer's goroutine, in
-// case every participant is offline.
+// of a batch bumps the epoch, so that the participants' next quiescent
+// points publish an epoch above its tag, sets the pending bit, and wakes the
+// Reclaimer's goroutine in case every participant is offline.
 func (r *Reclaimer) enqueue(fn func(), internal bool) error {
 	r.mu.Lock()
 	if r.closed {
@@ -598,9 +624,12 @@ func (r *Reclaimer) enqueue(fn func(), internal bool) error {
 			}
 		}
 	}
+	r.tailTag.Store(e)
 	if first {
-		r.ripe.Store(e + 2)
-		r.word.Or(pendingBit)
+		r.headTag.Store(e)
+		// The pending bit is clear while the queue is empty (both
+		// change only under mu), so one add sets it and bumps.
+		r.word.Add(epochUnit + pendingBit)
 	}
 	r.mu.Unlock()
 	if first {
@@ -659,8 +688,8 @@ func (r *Reclaimer) Barrier(ctx context.Context) error {
 // are stamped per chunk (one epoch's Retires), so while a prefix runs
 // OldestAge is that of its first release until its last release has started:
 // an overestimate by at most the time the chunk took to fill. A participant
-// is Holding every queued release while it is online and behind the current
-// epoch, since the next advance waits for it.
+// is Holding every queued release while it is online and has not published
+// an epoch above the oldest one's tag: the oldest waits for it.
 func (r *Reclaimer) Stats() reclaim.Stats {
 	// Each counter is read before the one it cannot exceed, so that
 	// Released <= Retired and Pending >= 0.
@@ -682,11 +711,11 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 		GracePeriods: r.gracePeriods.Load(),
 		Participants: make([]reclaim.ParticipantStats, len(r.parts)),
 	}
-	e := r.word.Load() / epochUnit
+	head := r.headTag.Load()
 	for i := range r.parts {
 		ps := &s.Participants[i]
 		ps.Passed = r.parts[i].passed.Load()
-		if c := r.parts[i].ctr.Load(); queued > 0 && c != 0 && c < e {
+		if c := r.parts[i].ctr.Load(); queued > 0 && c != 0 && c <= head {
 			ps.Holding = int64(queued)
 		}
 	}
@@ -725,7 +754,8 @@ func (r *Reclaimer) Close() error {
 	r.mu.Lock()
 	b := r.queue
 	r.queue, r.free, r.nfree = batch{}, nil, 0
-	r.ripe.Store(noRipe)
+	r.headTag.Store(noTag)
+	r.tailTag.Store(0)
 	r.word.And(^uint64(pendingBit))
 	if b.users > 0 {
 		r.runStart.Store(b.start)
@@ -810,8 +840,9 @@ func (r *Reclaimer) handBack(c *chunk, off int) {
 	rest.splice(*q)
 	rest.restamp()
 	*q = rest
-	r.ripe.Store(q.head.tag + 2)
+	r.headTag.Store(q.head.tag)
 	if first {
+		r.tailTag.Store(q.tail.tag)
 		r.word.Or(pendingBit)
 	}
 	r.mu.Unlock()

@@ -680,8 +680,8 @@ func TestParticipantsDrive(t *testing.T) {
 	if ran.Load() != 1 {
 		t.Fatalf("release did not run on a participant's stack after 8 alternating Quiesce calls")
 	}
-	// With one participant offline, the other's single Quiesce advances
-	// twice and runs the release.
+	// With one participant offline, the other's single Quiesce runs the
+	// release.
 	r.Offline(1)
 	if err := r.Retire(func() { ran.Add(1) }); err != nil {
 		t.Fatal(err)
