@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/gracepoll/gracepoll/poller"
 )
@@ -73,10 +72,6 @@ func scaleLoop(b *testing.B, opts poller.Options, fds []int) {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	perReg := (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(len(fds))
-	b.ResetTimer()
-	start := time.Now()
-	waitFor(c, uint64(b.N))
-	b.StopTimer()
-	report(b, start, c.total())
+	measure(b, c)
 	b.ReportMetric(perReg, "B/reg")
 }
