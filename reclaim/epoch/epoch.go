@@ -281,6 +281,9 @@ func (b *batch) restamp() {
 // cache-line block: the group that every participant call reads, the Retire
 // group under mu, and the counters that release runners write.
 type Reclaimer struct {
+	// Padding before the hot group too: the line before it may belong to
+	// another object in the same span, written by someone else.
+	_ [cacheLine]byte
 	// Read on every participant call; written about twice per batch
 	// (epoch bumped with pending set, pending cleared).
 	word    atomic.Uint64 // epoch<<1 | pendingBit
@@ -591,6 +594,9 @@ func (r *Reclaimer) enqueue(fn func(), internal bool) error {
 	q := &r.queue
 	first := q.head == nil
 	c := q.tail
+	if c == nil || c.tag != e {
+		r.tailTag.Store(e) // an atomic store costs; only when it changes
+	}
 	if c == nil || c.tag != e || c.n == chunkSize {
 		c = r.free
 		if c != nil {
@@ -624,7 +630,6 @@ func (r *Reclaimer) enqueue(fn func(), internal bool) error {
 			}
 		}
 	}
-	r.tailTag.Store(e)
 	if first {
 		r.headTag.Store(e)
 		// The pending bit is clear while the queue is empty (both
