@@ -36,7 +36,9 @@
 //     running bit, slot.enterRun and slot.finishRun.)
 //   - On hang-up or error the registration is removed from epoll before its
 //     final event is delivered; that event is delivered once, then the
-//     registration is released as if deleted. (Poller.hangUp.)
+//     registration is released as if deleted. The fd is still open in that
+//     final OnEvent, so data that arrived before the hang-up can still be
+//     read. (Poller.hangUp.)
 //   - A forged or stale handle never disturbs a live registration: every
 //     operation validates the generation, and a Delete cannot come between
 //     Add's publish and its EPOLL_CTL_ADD. (Poller.Add holds slot.ctlMu.)
