@@ -1,0 +1,444 @@
+package conn
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/gracepoll/gracepoll/poller"
+)
+
+// Server serves connections accepted from its listeners with one Handler.
+type Server struct {
+	h     Handler
+	drain Drainer    // h's, or nil
+	rc    ReadCloser // h's, or nil
+	opts  Options
+	p     *poller.Poller
+	bufs  [][]byte // one read buffer per waiter
+
+	mu        sync.Mutex
+	listeners []*listener
+	closed    bool
+
+	conns *xsync.MapOf[*Conn, struct{}] // live, for Close
+
+	open, accepted                       atomic.Int64
+	closedBy                             [numReasons]atomic.Uint64
+	acceptPauses, acceptErrors           atomic.Uint64
+	emfileLogged                         atomic.Bool
+	lostOutput                           atomic.Uint64
+	readErrs, writeErrs, inboundOverflow atomic.Uint64
+}
+
+// listener is one listening socket the server owns (a duplicate, for
+// Serve).
+type listener struct {
+	fd     int
+	h      poller.Handle
+	addr   net.Addr
+	paused bool // accepting paused: out of file descriptors; guarded by Server.mu
+	delay  time.Duration
+}
+
+// NewServer starts a poller for h. Add listeners with Listen or Serve.
+func NewServer(h Handler, opts Options) (*Server, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil Handler", ErrInvalid)
+	}
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	p, err := poller.New(opts.Poller)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{h: h, opts: opts, p: p, conns: xsync.NewMapOf[*Conn, struct{}]()}
+	s.drain, _ = h.(Drainer)
+	s.rc, _ = h.(ReadCloser)
+	s.bufs = make([][]byte, p.Waiters())
+	for i := range s.bufs {
+		s.bufs[i] = make([]byte, opts.ReadBuffer)
+	}
+	return s, nil
+}
+
+// Poller returns the server's poller, for its per-waiter statistics.
+func (s *Server) Poller() *poller.Poller { return s.p }
+
+// Listen listens on a TCP ("tcp", "tcp4", "tcp6") or Unix ("unix") address
+// and serves it; it returns the address bound (useful with port 0).
+func (s *Server) Listen(network, address string) (net.Addr, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "unix":
+	default:
+		return nil, fmt.Errorf("%w: network %q: want tcp, tcp4, tcp6 or unix", ErrInvalid, network)
+	}
+	l, err := net.Listen(network, address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if ul, ok := l.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false) // the server's duplicate keeps serving the path
+	}
+	defer l.Close() // the server serves its own duplicate
+	return s.serve(l)
+}
+
+// Serve serves l, a listener the caller made (a *net.TCPListener or
+// *net.UnixListener), through a duplicate of its socket: closing l does
+// not stop the server; Server.Close does. Serve returns at once.
+func (s *Server) Serve(l net.Listener) error {
+	_, err := s.serve(l)
+	return err
+}
+
+func (s *Server) serve(l net.Listener) (net.Addr, error) {
+	fd, err := dupListener(l)
+	if err != nil {
+		return nil, err
+	}
+	ln := &listener{fd: fd, addr: l.Addr()}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		closeFD(fd)
+		return nil, closedError{"server is closed"}
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	h, err := s.p.Add(poller.Registration{
+		FD:      fd,
+		Events:  poller.Readable,
+		CloseFD: true,
+		OnEvent: func(e poller.Event) { s.accept(ln, e) },
+	})
+	if err != nil {
+		closeFD(fd)
+		return nil, err
+	}
+	s.mu.Lock()
+	ln.h = h
+	s.mu.Unlock()
+	return ln.addr, nil
+}
+
+// accept accepts a bounded batch of connections. Out of file descriptors
+// it pauses the listener (no interest, so no wake-ups) and retries later:
+// at once when one of the server's connections is released, else on a
+// backoff timer.
+func (s *Server) accept(ln *listener, e poller.Event) {
+	for range s.opts.AcceptBatch {
+		fd, err := accept(ln.fd)
+		if err != nil {
+			switch {
+			case isAgain(err):
+			case isNoFDs(err):
+				s.pauseAccept(ln, e.Handle, err)
+			default:
+				s.acceptErrors.Add(1) // aborted handshakes and the like
+			}
+			return
+		}
+		s.add(fd)
+	}
+}
+
+func (s *Server) pauseAccept(ln *listener, h poller.Handle, err error) {
+	s.acceptPauses.Add(1)
+	if s.emfileLogged.CompareAndSwap(false, true) {
+		s.opts.Logger.Warn("conn: out of file descriptors; accepting paused, existing connections served, retrying as descriptors free up (reported once; counted in ServerStats.AcceptPauses)",
+			"listener", ln.addr.String(), "error", err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ln.paused {
+		return
+	}
+	ln.paused = true
+	ln.delay = min(max(2*ln.delay, 10*time.Millisecond), time.Second)
+	s.p.Modify(h, 0)
+	s.p.AfterFunc(h, ln.delay, func() { s.resumeAccept(ln) })
+}
+
+// resumeAccept lets a paused listener accept again.
+func (s *Server) resumeAccept(ln *listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ln.paused {
+		return
+	}
+	ln.paused = false
+	s.p.Modify(ln.h, poller.Readable)
+}
+
+// add registers an accepted connection and runs its OnOpen.
+func (s *Server) add(fd int) {
+	if !s.opts.Delay {
+		setNoDelay(fd)
+	}
+	if s.opts.SendBuffer > 0 {
+		setSendBuffer(fd, s.opts.SendBuffer)
+	}
+	c := &Conn{s: s, fd: fd, at: time.Now(), events: poller.Readable}
+	s.open.Add(1)
+	s.conns.Store(c, struct{}{})
+	h, err := s.p.Add(poller.Registration{
+		FD:        fd,
+		Events:    poller.Readable,
+		CloseFD:   true,
+		OnEvent:   func(e poller.Event) { s.event(c, e) },
+		OnRelease: func(r poller.Released) { s.release(c, r) },
+	})
+	if err != nil {
+		s.conns.Delete(c)
+		s.open.Add(-1)
+		s.acceptErrors.Add(1)
+		closeFD(fd)
+		return
+	}
+	s.accepted.Add(1)
+	c.setHandle(h)
+	c.open.Do(func() { s.h.OnOpen(c) })
+}
+
+// event runs on the connection's waiter.
+func (s *Server) event(c *Conn, e poller.Event) {
+	c.setHandle(e.Handle)
+	c.open.Do(func() { s.h.OnOpen(c) })
+	if e.Events&poller.Writable != 0 {
+		s.flush(c)
+	}
+	if e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 {
+		s.read(c, e)
+	}
+}
+
+// flush writes queued output as the socket takes it; once drained, it
+// sends a FIN that is due, and calls OnDrain after a high-water episode.
+func (s *Server) flush(c *Conn) {
+	c.mu.Lock()
+	if c.state >= stEnding || len(c.out) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	n, err := write(c.fd, c.out)
+	if n > 0 {
+		c.bytesOut.Add(uint64(n))
+		c.out = c.out[n:]
+	}
+	if err != nil && !isAgain(err) {
+		s.writeErrs.Add(1)
+		c.failLocked(err)
+		c.mu.Unlock()
+		return
+	}
+	drained := false
+	if len(c.out) == 0 {
+		c.out = nil // no output storage while idle
+		if c.wshut {
+			c.finLocked()
+		}
+	}
+	if c.high && len(c.out) <= s.opts.LowWater {
+		c.high, drained = false, true
+	}
+	c.queued.Store(int64(len(c.out)))
+	c.updateLocked()
+	c.mu.Unlock()
+	if drained && s.drain != nil {
+		s.drain.OnDrain(c)
+	}
+}
+
+// read reads once into the waiter's buffer and hands the data to OnData;
+// level-triggered, the next event reads more. It keeps only what OnData
+// left unconsumed.
+func (s *Server) read(c *Conn, e poller.Event) {
+	c.mu.Lock()
+	state, reading := c.state, c.events&poller.Readable != 0 || e.Events&(poller.HangUp|poller.Error) != 0
+	c.mu.Unlock()
+	if state >= stEnding && e.Events&(poller.HangUp|poller.Error) == 0 || !reading {
+		return
+	}
+	buf := s.bufs[e.Waiter]
+	n, err := read(c.fd, buf)
+	switch {
+	case n > 0:
+		c.bytesIn.Add(uint64(n))
+		if state == stClosing {
+			return // draining the peer after our FIN: its input is dropped
+		}
+		s.deliver(c, buf[:n])
+	case err == nil: // EOF: the peer's FIN
+		s.peerClosed(c)
+	case isAgain(err):
+	default:
+		s.readErrs.Add(1)
+		c.mu.Lock()
+		c.failLocked(err)
+		c.mu.Unlock()
+	}
+}
+
+// deliver offers data, after any remainder, to OnData, and keeps what it
+// leaves.
+func (s *Server) deliver(c *Conn, data []byte) {
+	fresh := len(c.in) == 0
+	if fresh {
+		c.view = data
+	} else {
+		c.in = append(c.in, data...)
+		c.view = c.in
+	}
+	c.off = 0
+	s.h.OnData(c)
+	rest := c.view[c.off:]
+	c.view, c.off = nil, 0
+	switch {
+	case len(rest) == 0:
+		c.in = nil // nothing kept between events
+	case len(rest) > s.opts.MaxBuffered:
+		s.inboundOverflow.Add(1)
+		c.in = nil
+		c.mu.Lock()
+		c.setReasonLocked(ReasonError, ErrInboundFull)
+		c.endLocked()
+		c.mu.Unlock()
+	case fresh:
+		c.in = append([]byte(nil), rest...) // the waiter's buffer is reused
+	default:
+		c.in = append(c.in[:0], rest...)
+	}
+}
+
+// peerClosed handles the peer's FIN: everything before it was delivered.
+func (s *Server) peerClosed(c *Conn) {
+	c.mu.Lock()
+	c.eof = true
+	switch c.state {
+	case stClosing:
+		c.endLocked() // our FIN is out and theirs arrived: done
+		c.mu.Unlock()
+		return
+	case stOpen:
+		if s.rc == nil {
+			c.setReasonLocked(ReasonPeerClosed, nil)
+			c.closeLocked()
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.updateLocked() // stop reading: EOF stays readable
+	c.mu.Unlock()
+	if s.rc != nil {
+		s.rc.OnReadEOF(c)
+	}
+}
+
+// release is the connection's poller OnRelease: no event runs or will run
+// for it. The connection is marked released under its mutex before the
+// poller closes the fd, so a Write that holds the mutex never reaches a
+// closed, possibly reused, fd number.
+func (s *Server) release(c *Conn, r poller.Released) {
+	c.mu.Lock()
+	c.state = stReleased
+	if len(c.out) > 0 {
+		s.lostOutput.Add(uint64(len(c.out)))
+	}
+	c.out, c.in, c.view = nil, nil, nil
+	c.queued.Store(0)
+	if !c.reasonSet {
+		switch r.Reason {
+		case poller.Closed:
+			c.reason = ReasonShutdown
+		case poller.Panicked:
+			c.reason = ReasonError
+		default: // hung up
+			c.reason = ReasonReset
+			if c.eof {
+				c.reason = ReasonPeerClosed
+			}
+		}
+		c.reasonSet = true
+	}
+	reason, err := c.reason, c.err
+	c.mu.Unlock()
+	s.conns.Delete(c)
+	s.closedBy[reason].Add(1)
+	s.open.Add(-1)
+	s.resumeAll()
+	s.h.OnClose(c, reason, err)
+}
+
+// resumeAll lets paused listeners accept again: a descriptor was freed.
+func (s *Server) resumeAll() {
+	s.mu.Lock()
+	paused := false
+	for _, ln := range s.listeners {
+		paused = paused || ln.paused
+	}
+	s.mu.Unlock()
+	if paused {
+		for _, ln := range s.listeners {
+			s.resumeAccept(ln)
+		}
+	}
+}
+
+// Close closes the server at once: listeners stop, every connection is
+// reset (OnClose with ReasonShutdown, or the reason it was already
+// ending for), and the poller stops. It is idempotent and safe from any
+// goroutine; from a handler it returns without waiting.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.conns.Range(func(c *Conn, _ struct{}) bool {
+		c.mu.Lock()
+		if c.state < stEnding {
+			c.setReasonLocked(ReasonShutdown, nil)
+			setLingerZero(c.fd)
+		}
+		c.mu.Unlock()
+		return true
+	})
+	return s.p.Close()
+}
+
+// Done returns a channel closed once Close has finished.
+func (s *Server) Done() <-chan struct{} { return s.p.Done() }
+
+// ServerStats are a server's counters.
+type ServerStats struct {
+	Open         int64             `json:"open"`     // connections not yet closed
+	Accepted     int64             `json:"accepted"` // since NewServer
+	Closed       map[string]uint64 `json:"closed"`   // by Reason
+	AcceptPauses uint64            `json:"accept_pauses"`
+	AcceptErrors uint64            `json:"accept_errors"`
+	LostOutput   uint64            `json:"lost_output"` // queued bytes dropped by Abort, resets and timeouts
+	Poller       poller.Stats      `json:"poller"`
+}
+
+// Stats returns the server's counters and its poller's per-waiter table.
+func (s *Server) Stats() ServerStats {
+	st := ServerStats{
+		Open:         s.open.Load(),
+		Accepted:     s.accepted.Load(),
+		Closed:       map[string]uint64{},
+		AcceptPauses: s.acceptPauses.Load(),
+		AcceptErrors: s.acceptErrors.Load(),
+		LostOutput:   s.lostOutput.Load(),
+		Poller:       s.p.Stats(),
+	}
+	for r := range numReasons {
+		if n := s.closedBy[r].Load(); n > 0 {
+			st.Closed[r.String()] = n
+		}
+	}
+	return st
+}
