@@ -3,6 +3,7 @@ package conn
 import (
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,7 @@ type listener struct {
 	addr   net.Addr
 	paused bool // accepting paused: out of file descriptors; guarded by Server.mu
 	delay  time.Duration
+	unlink string // a Unix socket path Listen created, removed at Close
 }
 
 // NewServer starts a poller for h. Add listeners with Listen or Serve.
@@ -86,7 +88,13 @@ func (s *Server) Listen(network, address string) (net.Addr, error) {
 		ul.SetUnlinkOnClose(false) // the server's duplicate keeps serving the path
 	}
 	defer l.Close() // the server serves its own duplicate
-	return s.serve(l)
+	addr, err := s.serve(l)
+	if err == nil && network == "unix" {
+		s.mu.Lock()
+		s.listeners[len(s.listeners)-1].unlink = address
+		s.mu.Unlock()
+	}
+	return addr, err
 }
 
 // Serve serves l, a listener the caller made (a *net.TCPListener or
@@ -203,7 +211,23 @@ func (s *Server) add(fd int) {
 	}
 	s.accepted.Add(1)
 	c.setHandle(h)
-	c.open.Do(func() { s.h.OnOpen(c) })
+	c.open.Do(func() { s.openAccepted(c) })
+}
+
+// openAccepted runs OnOpen on the accepting waiter. A panic there must not
+// end the listener's registration, as the poller would: the connection
+// is reset instead.
+func (s *Server) openAccepted(c *Conn) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.opts.Logger.Error("conn: OnOpen panicked; connection reset", "panic", fmt.Sprint(v))
+			c.mu.Lock()
+			c.setReasonLocked(ReasonError, fmt.Errorf("conn: OnOpen panicked: %v", v))
+			c.resetLocked()
+			c.mu.Unlock()
+		}
+	}()
+	s.h.OnOpen(c)
 }
 
 // event runs on the connection's waiter.
@@ -267,6 +291,15 @@ func (s *Server) read(c *Conn, e poller.Event) {
 	}
 	buf := s.bufs[e.Waiter]
 	n, err := read(c.fd, buf)
+	if e.Events&(poller.HangUp|poller.Error) != 0 {
+		// The final event: read all that arrived before the hang-up
+		// now, as no event follows.
+		for n > 0 && err == nil && state < stEnding {
+			c.bytesIn.Add(uint64(n))
+			s.deliver(c, buf[:n])
+			n, err = read(c.fd, buf)
+		}
+	}
 	switch {
 	case n > 0:
 		c.bytesIn.Add(uint64(n))
@@ -309,8 +342,10 @@ func (s *Server) deliver(c *Conn, data []byte) {
 		c.setReasonLocked(ReasonError, ErrInboundFull)
 		c.endLocked()
 		c.mu.Unlock()
-	case fresh:
-		c.in = append([]byte(nil), rest...) // the waiter's buffer is reused
+	case fresh || cap(c.in) > 2*len(rest)+4096:
+		// The waiter's buffer is reused; a large one is not kept for a
+		// small remainder.
+		c.in = append(make([]byte, 0, len(rest)), rest...)
 	default:
 		c.in = append(c.in[:0], rest...)
 	}
@@ -407,7 +442,16 @@ func (s *Server) Close() error {
 		c.mu.Unlock()
 		return true
 	})
-	return s.p.Close()
+	err := s.p.Close()
+	s.mu.Lock()
+	for _, ln := range s.listeners {
+		if ln.unlink != "" {
+			os.Remove(ln.unlink)
+			ln.unlink = ""
+		}
+	}
+	s.mu.Unlock()
+	return err
 }
 
 // Done returns a channel closed once Close has finished.
