@@ -88,29 +88,27 @@ func (s *Server) Listen(network, address string) (net.Addr, error) {
 		ul.SetUnlinkOnClose(false) // the server's duplicate keeps serving the path
 	}
 	defer l.Close() // the server serves its own duplicate
-	addr, err := s.serve(l)
-	if err == nil && network == "unix" {
-		s.mu.Lock()
-		s.listeners[len(s.listeners)-1].unlink = address
-		s.mu.Unlock()
+	unlink := ""
+	if network == "unix" {
+		unlink = address
 	}
-	return addr, err
+	return s.serve(l, unlink)
 }
 
 // Serve serves l, a listener the caller made (a *net.TCPListener or
 // *net.UnixListener), through a duplicate of its socket: closing l does
 // not stop the server; Server.Close does. Serve returns at once.
 func (s *Server) Serve(l net.Listener) error {
-	_, err := s.serve(l)
+	_, err := s.serve(l, "")
 	return err
 }
 
-func (s *Server) serve(l net.Listener) (net.Addr, error) {
+func (s *Server) serve(l net.Listener, unlink string) (net.Addr, error) {
 	fd, err := dupListener(l)
 	if err != nil {
 		return nil, err
 	}
-	ln := &listener{fd: fd, addr: l.Addr()}
+	ln := &listener{fd: fd, addr: l.Addr(), unlink: unlink}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
