@@ -29,14 +29,16 @@ func short(mod func(*config)) config {
 	return cfg
 }
 
-// TestEcho runs the server and the load generator in-process and requires
-// every reply to match its request, with churn, in each configuration the
-// example offers. The 200 KB variant on the shared topology with two
-// waiters is the one that corrupted streams in an unserialised prototype:
-// each message needs several reads and partial writes, and two waiters
-// handling one socket at once would interleave them. A small send buffer
-// makes nearly every reply a partial write, so the handler switches to
-// Writable and back, re-arming the registration while it runs.
+// TestEcho runs each server (package conn's Handler, and the raw-poller
+// echoserver) and the load generator in-process and requires every reply to
+// match its request, with churn, in each configuration the example offers.
+// The 200 KB variant on the shared topology with two waiters is the one that
+// corrupted streams in an unserialised prototype: each message needs several
+// reads and partial writes, and two waiters handling one socket at once
+// would interleave them. A small send buffer makes nearly every reply a
+// partial write, so the server switches to Writable and back, re-arming the
+// registration while it runs (for the conn server: its output queue fills,
+// drains, and crosses the high-water mark).
 func TestEcho(t *testing.T) {
 	cases := []struct {
 		name string
@@ -47,46 +49,76 @@ func TestEcho(t *testing.T) {
 			c.Conns, c.Size, c.Waiters, c.Topology, c.Churn = 6, 200_000, 2, "shared", 1
 			c.sndBuf = 4096
 		}},
+		{"200KB/per-waiter", func(c *config) {
+			c.Conns, c.Size, c.Churn = 6, 200_000, 1
+			c.sndBuf = 4096
+		}},
 		{"per-waiter/epoch", func(c *config) { c.Topology, c.Reclaimer, c.Size = "per-waiter", "epoch", 1000 }},
 		{"classic", func(c *config) { c.Reclaimer, c.Timeout = "classic", 2*time.Millisecond }},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var out bytes.Buffer
-			res, err := run(short(tc.mod), &out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.correct() {
-				t.Errorf("run failed its correctness check:\n%s", out.String())
-			}
-			if res.Reopened == 0 {
-				t.Errorf("no connection was reopened: churn did not run\n%s", out.String())
-			}
-			if res.Latency.Samples+res.StopLatency.Samples == 0 {
-				t.Errorf("no release latency recorded\n%s", out.String())
-			}
-			if !strings.Contains(out.String(), "correctness: OK") {
-				t.Errorf("summary lacks the correctness line:\n%s", out.String())
-			}
-		})
+	for _, server := range []string{"conn", "raw"} {
+		for _, tc := range cases {
+			t.Run(server+"/"+tc.name, func(t *testing.T) {
+				var out bytes.Buffer
+				res, err := run(short(func(c *config) {
+					c.Server = server
+					if tc.mod != nil {
+						tc.mod(c)
+					}
+				}), &out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.correct() {
+					t.Errorf("run failed its correctness check:\n%s", out.String())
+				}
+				if res.Reopened == 0 {
+					t.Errorf("no connection was reopened: churn did not run\n%s", out.String())
+				}
+				if res.Latency.Samples+res.StopLatency.Samples == 0 {
+					t.Errorf("no release latency recorded\n%s", out.String())
+				}
+				if !strings.Contains(out.String(), "correctness: OK") {
+					t.Errorf("summary lacks the correctness line:\n%s", out.String())
+				}
+				if (res.Conn != nil) != (server == "conn") {
+					t.Errorf("server %s: conn stats %v", server, res.Conn)
+				}
+				if res.Conn != nil {
+					if res.Conn.Open != 0 || uint64(res.Conn.Accepted) != res.Accepted || res.Conn.LostOutput != 0 {
+						t.Errorf("conn server counters: %+v (handler saw %d opened)", *res.Conn, res.Accepted)
+					}
+					if !strings.Contains(out.String(), "conn server:") {
+						t.Errorf("summary lacks the conn server line:\n%s", out.String())
+					}
+				}
+			})
+		}
 	}
 }
 
 // TestProgress checks the per-second output: a progress line and the
 // statistics table.
 func TestProgress(t *testing.T) {
-	var out bytes.Buffer
-	res, err := run(short(func(c *config) { c.Quiet = false; c.Conns = 4; c.Duration = 120 * time.Millisecond }), &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.correct() {
-		t.Errorf("run failed:\n%s", out.String())
-	}
-	for _, want := range []string{"msgs/s", "reopened", "waiter", "stale", "summary:", "release latency"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	for _, server := range []string{"conn", "raw"} {
+		var out bytes.Buffer
+		res, err := run(short(func(c *config) { c.Server = server; c.Quiet = false; c.Conns = 4; c.Duration = 120 * time.Millisecond }), &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.correct() {
+			t.Errorf("%s: run failed:\n%s", server, out.String())
+		}
+		want := []string{"msgs/s", "reopened", "waiter", "stale", "summary: " + server, "release latency"}
+		if server == "conn" {
+			want = append(want, "package conn", "    conn: open", "accept pauses")
+		} else {
+			want = append(want, "raw poller")
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: output lacks %q:\n%s", server, w, out.String())
+			}
 		}
 	}
 }
@@ -135,15 +167,15 @@ func TestForeignBytes(t *testing.T) {
 // the help text.
 func TestFlags(t *testing.T) {
 	cfg, err := parseFlags(nil, io.Discard)
-	if err != nil || cfg.Conns != 500 || cfg.Size != 64 || cfg.Churn != 0.1 || cfg.Duration != 10*time.Second {
+	if err != nil || cfg.Server != "conn" || cfg.Conns != 500 || cfg.Size != 64 || cfg.Churn != 0.1 || cfg.Duration != 10*time.Second {
 		t.Errorf("defaults: %+v, %v", cfg, err)
 	}
-	cfg, err = parseFlags(strings.Fields("-conns 7 -size 9 -churn 0.5 -duration 2s -waiters 3 -topology per-waiter -reclaimer classic -timeout 5ms -quiet"), io.Discard)
+	cfg, err = parseFlags(strings.Fields("-server raw -conns 7 -size 9 -churn 0.5 -duration 2s -waiters 3 -topology per-waiter -reclaimer classic -timeout 5ms -quiet"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := mustOptions(t, cfg)
-	if cfg.Conns != 7 || cfg.Size != 9 || cfg.Churn != 0.5 || cfg.Duration != 2*time.Second || !cfg.Quiet ||
+	if cfg.Server != "raw" || cfg.Conns != 7 || cfg.Size != 9 || cfg.Churn != 0.5 || cfg.Duration != 2*time.Second || !cfg.Quiet ||
 		opts.Waiters != 3 || opts.Topology.String() != "per-waiter" || opts.Reclaimer == nil ||
 		opts.WaitTimeout != 5*time.Millisecond {
 		t.Errorf("flags not applied: %+v %+v", cfg, opts)
@@ -152,7 +184,7 @@ func TestFlags(t *testing.T) {
 	if opts := mustOptions(t, cfg); opts.WaitTimeout != classicTimeout {
 		t.Errorf("classic without -timeout: WaitTimeout %v, want %v", opts.WaitTimeout, classicTimeout)
 	}
-	for _, bad := range []string{"-conns 0", "-churn 2", "-topology ring", "-reclaimer rcu", "-size -1", "-duration 0s", "stray"} {
+	for _, bad := range []string{"-conns 0", "-churn 2", "-topology ring", "-reclaimer rcu", "-size -1", "-duration 0s", "-server gnet", "stray"} {
 		if _, err := parseFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -161,7 +193,7 @@ func TestFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, &help); err != flag.ErrHelp {
 		t.Errorf("-h: %v", err)
 	}
-	for _, want := range []string{"echo server on gracepoll", "-conns", "-churn", "-reclaimer", "-topology", "-quiet"} {
+	for _, want := range []string{"echo server on gracepoll", "-server", "-conns", "-churn", "-reclaimer", "-topology", "-quiet"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, help.String())
 		}

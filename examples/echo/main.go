@@ -1,11 +1,16 @@
-// Command echo runs an echo server built on gracepoll's poller together with
-// an in-process load generator, and checks every reply.
+// Command echo runs an echo server built on gracepoll together with an
+// in-process load generator, and checks every reply.
 //
-//	go run ./examples/echo            # 500 connections, 64-byte messages, 10 s
-//	go run ./examples/echo -h         # every flag
+//	go run ./examples/echo               # 500 connections, 64-byte messages, 10 s
+//	go run ./examples/echo -server raw   # the same on the raw poller
+//	go run ./examples/echo -h            # every flag
 //
-// The server registers its listening socket and every accepted connection
-// with one poller.Poller. Connections are closed and reopened by the load
+// By default the server is package conn's: a Handler of a few lines
+// (examples/echo/connecho). With -server raw it is examples/echo/echoserver,
+// the same server written directly on poller.Poller (the one bench/peers
+// measures): comparing the two shows what the connection layer costs.
+// Either way the listening socket and every accepted connection are
+// registrations of one poller.Poller. Connections are closed and reopened by the load
 // generator all the time (10 % of them every second by default), so the
 // poller deletes registrations while other waiters may hold events for them:
 // the situation gracepoll exists for; half of them end with a reset, which
@@ -21,18 +26,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gracepoll/gracepoll/passbuck"
-	"github.com/gracepoll/gracepoll/reclaim/epoch"
 	"io"
 	"os"
 	"time"
 
+	"github.com/gracepoll/gracepoll/passbuck"
 	"github.com/gracepoll/gracepoll/poller"
+	"github.com/gracepoll/gracepoll/reclaim/epoch"
 )
 
 // config holds every knob of a run. The exported-looking fields map to
 // flags; the others exist so the tests can run a short, fast variant.
 type config struct {
+	Server    string        // "conn" (package conn's Handler) or "raw" (echoserver, on the poller)
 	Conns     int           // client connections kept open
 	Size      int           // message size in bytes
 	Churn     float64       // fraction of connections closed and reopened per second
@@ -58,6 +64,7 @@ type config struct {
 // defaultConfig is what `go run ./examples/echo` does with no arguments.
 func defaultConfig() config {
 	return config{
+		Server:    "conn",
 		Conns:     500,
 		Size:      64,
 		Churn:     0.10,
@@ -80,7 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `echo: an echo server on gracepoll's poller, driven by an in-process load
+		fmt.Fprint(fs.Output(), `echo: an echo server on gracepoll (package conn, or -server raw on the
+poller directly), driven by an in-process load
 generator that closes and reopens connections while traffic flows, and checks
 that every reply matches its request (no bytes cross between connections).
 Half of the churned connections end with a reset instead of a FIN, which
@@ -89,7 +97,8 @@ nothing leaves the machine.
 
 Usage: go run ./examples/echo [flags]
 
-Prints a progress line and the poller's per-waiter statistics every second,
+Prints a progress line, the conn server's counters and the poller's
+per-waiter statistics every second,
 then a summary: messages/s, connections opened and closed, Delete-to-OnRelease
 latency p50/p99, stale events dropped, and the correctness line. Exits 1 if
 correctness fails, 2 on a setup error.
@@ -98,6 +107,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
+	fs.StringVar(&cfg.Server, "server", cfg.Server, "conn (a conn.Handler: examples/echo/connecho) or raw (on the poller directly: examples/echo/echoserver)")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "client connections kept open")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "message size in bytes (try 200000: large messages exercise partial writes)")
 	fs.Float64Var(&cfg.Churn, "churn", cfg.Churn, "fraction of connections closed and reopened every second (0 disables)")
@@ -125,6 +135,8 @@ Flags:
 func (cfg config) options() (poller.Options, error) {
 	var o poller.Options
 	switch {
+	case cfg.Server != "conn" && cfg.Server != "raw":
+		return o, fmt.Errorf("-server %q: want conn or raw", cfg.Server)
 	case cfg.Conns < 1:
 		return o, fmt.Errorf("-conns %d: want at least 1", cfg.Conns)
 	case cfg.Size < 1:

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/gracepoll/gracepoll/conn"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -22,11 +25,12 @@ type result struct {
 	FirstError               string // the first of them, to say what went wrong
 
 	// Server side.
-	Accepted, Released uint64         // connection registrations added and released
-	Unreleased         int64          // registrations of closed connections still not released before Close
-	Latency            poller.Latency // Delete to release, of connections released while the load ran (the poller's last 4096)
-	StopLatency        poller.Latency // the same for the burst of closes when the load stopped
-	Stats              poller.Stats   // the poller's counters just before Close
+	Accepted, Released uint64            // connection registrations added and released
+	Unreleased         int64             // registrations of closed connections still not released before Close
+	Latency            poller.Latency    // Delete to release, of connections released while the load ran (the poller's last 4096)
+	StopLatency        poller.Latency    // the same for the burst of closes when the load stopped
+	Stats              poller.Stats      // the poller's counters just before Close
+	Conn               *conn.ServerStats // the conn server's counters just before Close; nil for -server raw
 }
 
 // correct reports whether every reply matched its request, no bytes crossed
@@ -41,8 +45,8 @@ func (r result) correct() bool {
 // summary writes the end-of-run report.
 func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	secs := r.Elapsed.Seconds()
-	fmt.Fprintf(w, "\nsummary: %.1fs, %d waiters, %v topology, %v reclaimer, epoll_wait timeout %v\n",
-		secs, len(r.Stats.Waiters), opts.Topology, cfg.Reclaimer, timeoutText(opts.WaitTimeout))
+	fmt.Fprintf(w, "\nsummary: %s server, %.1fs, %d waiters, %v topology, %v reclaimer, epoll_wait timeout %v\n",
+		cfg.Server, secs, len(r.Stats.Waiters), opts.Topology, cfg.Reclaimer, timeoutText(opts.WaitTimeout))
 	fmt.Fprintf(w, "  messages:         %d of %d bytes, %.0f msgs/s\n", r.Msgs, r.Size, float64(r.Msgs)/secs)
 	fmt.Fprintf(w, "  connections:      %d opened, %d closed by the client (%d reopened by churn, %.1f/s); server accepted %d, released %d\n",
 		r.Opened, r.Closed, r.Reopened, float64(r.Reopened)/secs, r.Accepted, r.Released)
@@ -58,6 +62,9 @@ func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 		// its socket), so the last of a batch waits for the others.
 		fmt.Fprintf(w, "                    at stop: p50 %v, p99 %v (%d connections closed at once)\n",
 			round(lat.P50), round(lat.P99), lat.Samples)
+	}
+	if r.Conn != nil {
+		fmt.Fprintf(w, "  conn server:      %s\n", connLine(*r.Conn))
 	}
 	fmt.Fprintf(w, "  stale events:     %d dropped by validation (events for registrations already deleted)\n", r.Stats.Stale)
 	if r.Errors > 0 {
@@ -88,4 +95,19 @@ func round(d time.Duration) time.Duration {
 		return d.Round(time.Microsecond)
 	}
 	return d.Round(100 * time.Nanosecond)
+}
+
+// connLine renders a conn server's counters on one line.
+func connLine(st conn.ServerStats) string {
+	reasons := make([]string, 0, len(st.Closed))
+	for r, n := range st.Closed {
+		reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+	}
+	sort.Strings(reasons)
+	closed := "none"
+	if len(reasons) > 0 {
+		closed = strings.Join(reasons, ", ")
+	}
+	return fmt.Sprintf("open %d  accepted %d  closed: %s  accept pauses %d  accept errors %d  lost output %d B",
+		st.Open, st.Accepted, closed, st.AcceptPauses, st.AcceptErrors, st.LostOutput)
 }

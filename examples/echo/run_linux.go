@@ -8,9 +8,38 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/examples/echo/connecho"
 	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
 	"github.com/gracepoll/gracepoll/poller"
 )
+
+// server is what run needs of either echo server.
+type server interface {
+	Addr() string
+	Poller() *poller.Poller
+	Open() int64      // connections opened and not yet released
+	Accepted() uint64 // connections opened
+	Released() uint64 // connections released (OnRelease, or conn's OnClose)
+	Close() error
+}
+
+// connStats returns the conn server's counters, or nil for the raw server.
+func connStats(srv server) *conn.ServerStats {
+	if cs, ok := srv.(*connecho.Server); ok {
+		st := cs.Stats()
+		return &st
+	}
+	return nil
+}
+
+// startServer starts the server cfg.Server names.
+func startServer(cfg config, opts poller.Options) (server, error) {
+	if cfg.Server == "raw" {
+		return echoserver.New(opts, cfg.sndBuf)
+	}
+	return connecho.New(conn.Options{Poller: opts, SendBuffer: cfg.sndBuf})
+}
 
 // run starts the server and the load generator, reports progress every
 // cfg.tick unless cfg.Quiet, stops after cfg.Duration and writes the
@@ -20,13 +49,13 @@ func run(cfg config, w io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	srv, err := echoserver.New(opts, cfg.sndBuf)
+	srv, err := startServer(cfg, opts)
 	if err != nil {
 		return result{}, err
 	}
 	if !cfg.Quiet {
-		fmt.Fprintf(w, "echo server on %s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
-			srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
+		fmt.Fprintf(w, "echo server (%s) on %s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
+			serverName(cfg.Server), srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
 	}
 	g := newLoadgen(srv.Addr(), cfg)
 	srv.Poller().ResetStats() // release latencies from here on
@@ -64,6 +93,9 @@ loop:
 				now.Sub(began).Seconds(), float64(msgs-lastMsgs)/now.Sub(lastAt).Seconds(),
 				g.opened.Load()-g.closed.Load(), g.reopened.Load(), g.errors.Load(), g.mismatches.Load(),
 				st.Live, st.ReleasedNotFree, st.Stale)
+			if cst := connStats(srv); cst != nil {
+				fmt.Fprintf(w, "    conn: %s\n", connLine(*cst))
+			}
 			fmt.Fprint(w, statsTable(st))
 			lastMsgs, lastAt = msgs, now
 		}
@@ -83,6 +115,7 @@ loop:
 	}
 	unreleased := srv.Open()
 	st := srv.Poller().Stats()
+	cst := connStats(srv)
 	srv.Close()
 	res := result{
 		Elapsed:      elapsed,
@@ -101,6 +134,7 @@ loop:
 		Latency:      during,
 		StopLatency:  st.ReleaseLatency,
 		Stats:        st,
+		Conn:         cst,
 	}
 	res.summary(w, cfg, opts)
 	return res, nil
@@ -115,4 +149,12 @@ func statsTable(st poller.Stats) string {
 		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// serverName describes the -server choice.
+func serverName(s string) string {
+	if s == "raw" {
+		return "raw poller: echoserver"
+	}
+	return "package conn: connecho"
 }
