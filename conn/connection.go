@@ -370,6 +370,9 @@ func (c *Conn) endLocked() {
 		c.flushStop()
 		c.flushStop = nil
 	}
+	if len(c.out) > 0 {
+		c.s.lostOutput.Add(uint64(len(c.out)))
+	}
 	c.out = nil
 	c.queued.Store(0)
 	c.s.p.Delete(c.handle()) // ErrStale: hung up already, its release is on the way
