@@ -239,7 +239,7 @@ func (c *Conn) ResumeRead() error { return c.setPaused(false) }
 func (c *Conn) setPaused(p bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state >= stEnding {
+	if c.state != stOpen {
 		return closedError{"is closed"}
 	}
 	c.paused = p
