@@ -62,6 +62,7 @@ type Conn struct {
 
 	bytesIn, bytesOut atomic.Uint64
 	queued            atomic.Int64 // len(out), for Queued from any goroutine
+	waiter            atomic.Int32 // the waiter of its last event or release; -1 before
 
 	value atomic.Pointer[any] // user value
 }
@@ -440,6 +441,10 @@ type Stats struct {
 	BytesOut uint64        `json:"bytes_out"` // taken by the socket
 	Queued   int           `json:"queued"`    // written, not yet taken by the socket
 	Age      time.Duration `json:"age"`
+	// Waiter is the index of the connection's waiter, for
+	// Server.Poller().WaiterStats (in OnClose too); -1 before its first
+	// event.
+	Waiter int `json:"waiter"`
 }
 
 // Stats returns the connection's counters. Safe from any goroutine, OnClose
@@ -450,5 +455,6 @@ func (c *Conn) Stats() Stats {
 		BytesOut: c.bytesOut.Load(),
 		Queued:   c.Queued(),
 		Age:      time.Since(c.at),
+		Waiter:   int(c.waiter.Load()),
 	}
 }

@@ -191,6 +191,7 @@ func (s *Server) add(fd int) {
 		setSendBuffer(fd, s.opts.SendBuffer)
 	}
 	c := &Conn{s: s, fd: fd, at: time.Now(), events: poller.Readable}
+	c.waiter.Store(-1)
 	s.open.Add(1)
 	s.conns.Store(c, struct{}{})
 	h, err := s.p.Add(poller.Registration{
@@ -231,6 +232,7 @@ func (s *Server) openAccepted(c *Conn) {
 // event runs on the connection's waiter.
 func (s *Server) event(c *Conn, e poller.Event) {
 	c.setHandle(e.Handle)
+	c.waiter.Store(int32(e.Waiter))
 	c.open.Do(func() { s.h.OnOpen(c) })
 	if e.Events&poller.Writable != 0 {
 		s.flush(c)
@@ -378,6 +380,7 @@ func (s *Server) peerClosed(c *Conn) {
 // poller closes the fd, so a Write that holds the mutex never reaches a
 // closed, possibly reused, fd number.
 func (s *Server) release(c *Conn, r poller.Released) {
+	c.waiter.Store(int32(r.Waiter))
 	c.mu.Lock()
 	c.state = stReleased
 	if len(c.out) > 0 {
