@@ -150,7 +150,7 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writable(); err != nil {
+	if err := testHookWritable(c.writable()); err != nil {
 		return 0, err
 	}
 	if total == 0 {
@@ -267,6 +267,7 @@ func (c *Conn) Close() error {
 // closeLocked starts the graceful close. The caller holds mu and has set
 // the reason.
 func (c *Conn) closeLocked() {
+	testHookEarlyClose(c)
 	c.state = stClosing
 	c.wshut = true
 	if len(c.out) == 0 {
@@ -377,6 +378,7 @@ func (c *Conn) endLocked() {
 	c.out = nil
 	c.queued.Store(0)
 	c.s.p.Delete(c.handle()) // ErrStale: hung up already, its release is on the way
+	testHookEarlyClose(c)
 }
 
 // updateLocked registers the interest set the state calls for: Readable

@@ -197,7 +197,7 @@ func (s *Server) add(fd int) {
 	h, err := s.p.Add(poller.Registration{
 		FD:        fd,
 		Events:    poller.Readable,
-		CloseFD:   true,
+		CloseFD:   testHookCloseFD(true),
 		OnEvent:   func(e poller.Event) { s.event(c, e) },
 		OnRelease: func(r poller.Released) { s.release(c, r) },
 	})
