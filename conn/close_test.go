@@ -149,10 +149,7 @@ func TestResetMidWrite(t *testing.T) {
 			queued <- c.Queued()
 		}
 		s, addr := newServer(t, r, conn.Options{SendBuffer: 4096}, network)
-		nc := dial(t, addr)
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetReadBuffer(4096)
-		}
+		nc := dialSmallReceive(t, addr)
 		nc.Write([]byte("go"))
 		q := wait(t, queued, "server writes")
 		if q < 1<<20 {

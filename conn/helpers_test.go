@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,6 +173,24 @@ func closeServer(t testing.TB, s *conn.Server) {
 func dial(t testing.TB, addr net.Addr) net.Conn {
 	t.Helper()
 	nc, err := net.DialTimeout(addr.Network(), addr.String(), timeout)
+	if err != nil {
+		t.Fatalf("dial %s %s: %v", addr.Network(), addr, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// dialSmallReceive is dial with a 4 KB receive buffer, set before the
+// connection is made (set later, TCP would have advertised a window the
+// buffer cannot hold, and stall in retransmission back-off).
+func dialSmallReceive(t testing.TB, addr net.Addr) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: timeout, Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+	}}
+	nc, err := d.Dial(addr.Network(), addr.String())
 	if err != nil {
 		t.Fatalf("dial %s %s: %v", addr.Network(), addr, err)
 	}

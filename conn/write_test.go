@@ -5,9 +5,11 @@ package conn_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -334,4 +336,94 @@ func concurrentRound(t *testing.T, r *recorder, addr net.Addr, mode string, writ
 	if _, err := c.Write([]byte("x")); !isClosed(err) {
 		t.Errorf("Write after OnClose: %v, want net.ErrClosed", err)
 	}
+}
+
+// TestSlowReader: a client that does not read against the write bound. The
+// server writes 64 KB chunks until ErrQueueFull: the queue never exceeds
+// MaxQueued, the process heap does not grow with the attempts, a refused
+// Write queues nothing, and everything written before arrives once the
+// client reads. Above HighWater the server stops reading (the client's
+// input is not read); OnDrain runs once the client has read the queue
+// down, and reading resumes.
+func TestSlowReader(t *testing.T) {
+	forEachNetwork(t, func(t *testing.T, network string) {
+		const maxQueued, high, low, chunk = 1 << 20, 512 << 10, 128 << 10, 64 << 10
+		r := newRecorder(t)
+		var k collector
+		r.data = k.take
+		drained := make(chan int, 16)
+		r.drain = func(c *conn.Conn) { drained <- c.Queued() }
+		opts := conn.Options{MaxQueued: maxQueued, HighWater: high, LowWater: low, SendBuffer: 4096}
+		_, addr := newServer(t, withDrain{r}, opts, network)
+		nc := dialSmallReceive(t, addr)
+		c := wait(t, r.opened, "OnOpen")
+
+		if _, err := c.Write(make([]byte, maxQueued+1)); !errors.Is(err, conn.ErrQueueFull) {
+			t.Errorf("Write of more than MaxQueued: %v, want ErrQueueFull", err)
+		}
+		src := pattern(32 << 20)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap0 := ms.HeapAlloc
+
+		off, full, attempts := 0, 0, 0
+		for ; attempts < 400 && off+chunk <= len(src); attempts++ {
+			before := c.Queued()
+			n, err := c.Write(src[off : off+chunk])
+			q := c.Queued()
+			if q > maxQueued {
+				t.Fatalf("Queued %d > MaxQueued %d", q, maxQueued)
+			}
+			switch {
+			case err == nil && n == chunk:
+				off += chunk
+			case errors.Is(err, conn.ErrQueueFull):
+				full++
+				if n != 0 || q > before {
+					t.Fatalf("refused Write: n=%d, queued %d -> %d; want nothing written or queued", n, before, q)
+				}
+			default:
+				t.Fatalf("Write after %d bytes: %d, %v", off, n, err)
+			}
+		}
+		if full == 0 {
+			t.Fatalf("%d bytes written to a client that does not read, never ErrQueueFull", off)
+		}
+		if q := c.Queued(); q <= high {
+			t.Errorf("Queued %d, want above HighWater %d", q, high)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		if grew := int64(ms.HeapAlloc) - int64(heap0); grew > 4*maxQueued {
+			t.Errorf("heap grew by %d bytes over %d attempts; want bounded by the queue (%d)", grew, attempts, maxQueued)
+		}
+		t.Logf("written %d bytes in %d attempts, %d refused; queued %d", off, attempts, full, c.Queued())
+
+		// Above HighWater the server does not read.
+		in0 := c.Stats().BytesIn
+		nc.Write(pattern(8 << 10))
+		time.Sleep(quiet)
+		if in := c.Stats().BytesIn; in != in0 {
+			t.Errorf("above HighWater: %d bytes read, want none", in-in0)
+		}
+		select {
+		case q := <-drained:
+			t.Errorf("OnDrain before the client read (queued %d)", q)
+		default:
+		}
+
+		got := readFull(t, nc, off)
+		if !bytes.Equal(got, src[:off]) {
+			t.Fatalf("client read: %s", firstDiff(got, src[:off]))
+		}
+		if q := wait(t, drained, "OnDrain"); q > low {
+			t.Errorf("OnDrain with %d queued, want at most LowWater %d", q, low)
+		}
+		eventually(t, "reading resumed", func() bool { return k.len() == 8<<10 })
+		if !bytes.Equal(k.bytes(), pattern(8<<10)) {
+			t.Errorf("input after resuming: %s", firstDiff(k.bytes(), pattern(8<<10)))
+		}
+		eventually(t, "queue empty", func() bool { return c.Queued() == 0 })
+	})
 }
