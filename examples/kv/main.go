@@ -1,0 +1,135 @@
+// Command kv is a small in-memory key-value server speaking the Redis
+// protocol (RESP2) on gracepoll's package conn: redis-cli and
+// redis-benchmark work against it unchanged.
+//
+//	go run ./examples/kv -addr 127.0.0.1:6380
+//	redis-cli -p 6380 set k v
+//	redis-benchmark -p 6380 -t ping,set,get,incr,lpush,lpop -q
+//
+// It serves strings and lists (PING, ECHO, SET with NX/XX/GET/EX/PX, GET,
+// MGET, MSET, DEL, EXISTS, TYPE, STRLEN, INCR, DECR, INCRBY, DECRBY,
+// LPUSH, RPUSH, LPOP, RPOP, LLEN, LRANGE, DBSIZE, FLUSHDB, FLUSHALL) and
+// what clients send at start (COMMAND, CONFIG GET, CLIENT SETNAME and
+// SETINFO, HELLO 2, INFO, SELECT 0, QUIT); HELLO 3 is refused, RESP3 is
+// not spoken. Pipelined and inline commands work; a protocol error is
+// answered with -ERR and the connection closed. It serves until SIGINT or
+// SIGTERM, then closes the server (every connection, then the poller) and
+// prints its final statistics.
+//
+// The parts: examples/kv/resp (the protocol), examples/kv/store (the data
+// and the command table), examples/kv/kvserver (the conn.Handler).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/examples/kv/kvserver"
+	"github.com/gracepoll/gracepoll/examples/kv/resp"
+	"github.com/gracepoll/gracepoll/examples/kv/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kv:", err)
+		os.Exit(2)
+	}
+}
+
+// run serves until ctx is done. ready, if not nil, receives the address
+// bound once the server listens.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- net.Addr) error {
+	fs := flag.NewFlagSet("kv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:6380", "address to listen on: host:port for TCP, or a path for a Unix socket")
+	waiters := fs.Int("waiters", 0, "poller waiters (0: GOMAXPROCS)")
+	shards := fs.Int("shards", store.DefaultShards, "shards of the key space, each with its own mutex")
+	maxBulk := fs.Int("max-value", resp.DefaultMaxBulk, "longest argument (value) accepted, in bytes")
+	every := fs.Duration("stats", 0, "print the server's statistics this often (0: only at exit)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "kv: an in-memory key-value server speaking the Redis protocol (RESP2) on gracepoll's package conn.\n\nUsage: go run ./examples/kv [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *waiters < 0 || *shards < 1 || *maxBulk < 1 {
+		fs.Usage()
+		return fmt.Errorf("-waiters, -shards and -max-value must be positive")
+	}
+	st := store.New(*shards)
+	h := kvserver.New(st, *maxBulk)
+	opts := h.Options()
+	opts.Poller.Waiters = *waiters
+	srv, err := conn.NewServer(h, opts)
+	if err != nil {
+		return err
+	}
+	network := "tcp"
+	if strings.Contains(*addr, "/") {
+		network = "unix"
+	}
+	bound, err := srv.Listen(network, *addr)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "kv: serving RESP2 on %s %s with %d waiters; SIGINT or SIGTERM stops it\n",
+		network, bound, srv.Poller().Waiters())
+	if ready != nil {
+		ready <- bound
+	}
+	var tick <-chan time.Time
+	if *every > 0 {
+		t := time.NewTicker(*every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick:
+			fmt.Fprint(stdout, report(srv.Stats(), st))
+		}
+	}
+	final := srv.Stats() // before Close, which resets whoever is still connected
+	srv.Close()
+	if network == "unix" {
+		os.Remove(*addr)
+	}
+	fmt.Fprintf(stdout, "kv: shut down; %d connections were still open and were closed with it\n", final.Open)
+	fmt.Fprint(stdout, report(srv.Stats(), st))
+	return nil
+}
+
+// report renders the server's counters and its poller's per-waiter table.
+func report(s conn.ServerStats, st *store.Store) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kv: %d keys; connections open %d, accepted %d, closed %v, accept pauses %d, accept errors %d, lost output %d B\n",
+		st.Len(), s.Open, s.Accepted, s.Closed, s.AcceptPauses, s.AcceptErrors, s.LostOutput)
+	for line := range strings.Lines(s.Poller.String()) {
+		b.WriteString("    " + line)
+	}
+	return b.String()
+}
