@@ -3,6 +3,8 @@
 package peers
 
 import (
+	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/examples/echo/connecho"
 	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
 	"github.com/gracepoll/gracepoll/poller"
 )
@@ -17,8 +19,10 @@ type Named struct {
 // Servers are the echo servers compared, each with its default or usual
 // production configuration on the cores it is given (GOMAXPROCS).
 var Servers = []Named{
-	// The examples/echo server itself: one shared set, and default
-	// options (per-waiter sets).
+	// The examples/echo server on the connection layer (its default),
+	// then its raw-poller server on one shared set and on default
+	// options (per-waiter sets): the gap is what the layer costs.
+	{"gracepoll-conn", func() (Server, error) { return connecho.New(conn.Options{}) }},
 	{"gracepoll-shared", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Shared}, 0) }},
 	{"gracepoll-per-waiter", func() (Server, error) { return echoserver.New(poller.Options{}, 0) }},
 	{"net", func() (Server, error) { return NewNetEcho() }},

@@ -31,7 +31,7 @@ var (
 		"per-waiter/passbuck", "per-waiter/passbuck-classic", "per-waiter/epoch",
 	}
 	scaleK       = []int{100, 1000, 4000, 16000}
-	echoServers  = []string{"gracepoll-shared", "gracepoll-per-waiter", "net", "gnet", "netpoll"}
+	echoServers  = []string{"gracepoll-conn", "gracepoll-shared", "gracepoll-per-waiter", "net", "gnet", "netpoll"}
 	reclaimKinds = []string{"passbuck", "passbuck-classic", "epoch"}
 	reclaimOps   = []string{"QuiesceIdle", "RetireOnly", "Retire", "RetireParallel", "GracePeriodOffline", "GracePeriodQuiescing"}
 )
@@ -343,7 +343,7 @@ func renderEcho(w io.Writer, r results) []target {
 		"ping-ponging 64-byte messages (msgs/s), and 8 goroutines each dialling, echoing one message and "+
 		"closing (conns/s). Every reply is checked byte for byte. Client and server share the machine's cores, "+
 		"so the client's own cost is in every figure alike and compresses the ratios toward 1 "+
-		"(`BenchmarkEcho`). gracepoll-per-waiter is the examples/echo server on default options (per-waiter sets); "+
+		"(`BenchmarkEcho`). gracepoll-conn is the examples/echo server (a conn.Handler, package conn, default options); gracepoll-per-waiter is its raw-poller server on default options (per-waiter sets); "+
 		"gracepoll-shared the same on one shared set. net is one goroutine per connection; gnet v2.9.7 runs one event loop per "+
 		"core (WithMulticore); cloudwego/netpoll v0.7.2 runs its defaults.\n\n")
 	fmt.Fprintf(w, "| server | msgs/s | vs gnet | vs net | conns/s | vs gnet | vs net |\n|---|---|---|---|---|---|---|\n")
