@@ -1,0 +1,93 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gracepoll/gracepoll/examples/kv/resp"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRun serves on TCP and on a Unix socket until the context (the
+// signal, in main) is done, with a client still connected, and checks the
+// clean shutdown and its final report.
+func TestRun(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", filepath.Join(t.TempDir(), "kv.sock")} {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan net.Addr, 1)
+		var out syncBuffer
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"-addr", addr, "-stats", "20ms"}, &out, io.Discard, ready) }()
+		var bound net.Addr
+		select {
+		case bound = <-ready:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		nc, err := net.Dial(bound.Network(), bound.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(resp.AppendCommand(nil, "SET", "k", "v"))
+		if v, err := resp.ReadValue(bufio.NewReader(nc)); err != nil || v.Str != "OK" {
+			t.Fatalf("SET: %v %v", v, err)
+		}
+		time.Sleep(50 * time.Millisecond) // a periodic report or two
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n, err := nc.Read(make([]byte, 1)); err == nil {
+			t.Errorf("the connection survived the shutdown: read %d bytes", n)
+		}
+		nc.Close()
+		for _, want := range []string{"serving RESP2 on", "shut down; 1 connections were still open", "1 keys", "accepted 1", "shutdown:1", "waiter-0"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", addr, want, out.String())
+			}
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, bad := range [][]string{{"-shards", "0"}, {"-waiters", "-1"}, {"stray"}, {"-addr", "256.0.0.1:1"}, {"-nosuch"}} {
+		if err := run(context.Background(), bad, io.Discard, io.Discard, nil); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	var help bytes.Buffer
+	run(context.Background(), []string{"-h"}, io.Discard, &help, nil)
+	for _, want := range []string{"Redis protocol", "-addr", "-max-value", "-stats"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
