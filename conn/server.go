@@ -32,6 +32,7 @@ type Server struct {
 	closedBy                             [numReasons]atomic.Uint64
 	acceptPauses, acceptErrors           atomic.Uint64
 	emfileLogged                         atomic.Bool
+	pausedListeners                      atomic.Int32 // so that a release checks them without a lock
 	lostOutput                           atomic.Uint64
 	readErrs, writeErrs, inboundOverflow atomic.Uint64
 }
@@ -166,6 +167,7 @@ func (s *Server) pauseAccept(ln *listener, h poller.Handle, err error) {
 		return
 	}
 	ln.paused = true
+	s.pausedListeners.Add(1)
 	ln.delay = min(max(2*ln.delay, 10*time.Millisecond), time.Second)
 	s.p.Modify(h, 0)
 	s.p.AfterFunc(h, ln.delay, func() { s.resumeAccept(ln) })
@@ -179,6 +181,7 @@ func (s *Server) resumeAccept(ln *listener) {
 		return
 	}
 	ln.paused = false
+	s.pausedListeners.Add(-1)
 	s.p.Modify(ln.h, poller.Readable)
 }
 
@@ -413,16 +416,14 @@ func (s *Server) release(c *Conn, r poller.Released) {
 
 // resumeAll lets paused listeners accept again: a descriptor was freed.
 func (s *Server) resumeAll() {
-	s.mu.Lock()
-	paused := false
-	for _, ln := range s.listeners {
-		paused = paused || ln.paused
+	if s.pausedListeners.Load() == 0 {
+		return
 	}
+	s.mu.Lock()
+	lns := append([]*listener(nil), s.listeners...)
 	s.mu.Unlock()
-	if paused {
-		for _, ln := range s.listeners {
-			s.resumeAccept(ln)
-		}
+	for _, ln := range lns {
+		s.resumeAccept(ln)
 	}
 }
 
