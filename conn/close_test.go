@@ -243,12 +243,10 @@ func TestAfterClose(t *testing.T) {
 func TestOnCloseOnce(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		r := newRecorder(t)
-		var s *conn.Server
-		var statsErrs atomic.Int64
+		var srv atomic.Pointer[conn.Server] // set after NewServer; read on the waiters
 		r.close = func(c *conn.Conn, _ conn.Reason, _ error) {
 			w := c.Stats().Waiter
-			if _, err := s.Poller().WaiterStats(w); err != nil {
-				statsErrs.Add(1)
+			if _, err := srv.Load().Poller().WaiterStats(w); err != nil {
 				t.Errorf("Poller().WaiterStats(Stats().Waiter = %d) in OnClose: %v", w, err)
 			}
 		}
@@ -270,6 +268,7 @@ func TestOnCloseOnce(t *testing.T) {
 			}
 		}
 		s, addr := newServer(t, r, conn.Options{MaxBuffered: 1024}, network)
+		srv.Store(s)
 
 		want := map[conn.Reason]int{}
 		end := func(reason conn.Reason, do func(nc net.Conn)) {
@@ -380,13 +379,14 @@ func TestServerCloseLive(t *testing.T) {
 func TestServerCloseFromHandler(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		r := newRecorder(t)
-		var s *conn.Server
+		var srv atomic.Pointer[conn.Server] // set after NewServer; read on the waiters
 		returned := make(chan error, 1)
 		r.data = func(c *conn.Conn) {
 			c.Discard(c.Buffered())
-			returned <- s.Close()
+			returned <- srv.Load().Close()
 		}
 		s, addr := newServer(t, r, conn.Options{}, network)
+		srv.Store(s)
 		other := dial(t, addr)
 		wait(t, r.opened, "OnOpen")
 		nc := dial(t, addr)

@@ -246,15 +246,28 @@ func expectEOF(t testing.TB, nc net.Conn) {
 	}
 }
 
-// pattern returns n bytes of a sequence whose every 8-byte word encodes
-// its offset, so a reordered, lost or duplicated piece is told apart.
+// pattern returns n bytes (at most 32 MB) of a sequence whose every 8-byte
+// word encodes its offset, so a reordered, lost or duplicated piece is
+// told apart. The bytes are shared: do not modify them.
 func pattern(n int) []byte {
-	b := make([]byte, 0, n+8)
-	for i := 0; len(b) < n; i += 8 {
-		b = fmt.Appendf(b, "%07x ", i&0xfffffff)
-	}
-	return b[:n]
+	patternOnce.Do(func() {
+		const hex = "0123456789abcdef"
+		patternBytes = make([]byte, 32<<20)
+		for i := 0; i < len(patternBytes); i += 8 {
+			w := patternBytes[i : i+8]
+			for j, v := 6, i&0xfffffff; j >= 0; j, v = j-1, v>>4 {
+				w[j] = hex[v&15]
+			}
+			w[7] = ' '
+		}
+	})
+	return patternBytes[:n:n]
 }
+
+var (
+	patternOnce  sync.Once
+	patternBytes []byte
+)
 
 // firstDiff describes where got first differs from want.
 func firstDiff(got, want []byte) string {
