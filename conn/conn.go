@@ -31,7 +31,7 @@
 //
 // Every method of Conn may be called from any goroutine, any number of
 // times, except Peek, Next, Discard and Buffered, which read the inbound
-// buffer and belong to OnData. After Close, Abort or the end of the
+// buffer and belong to OnData and OnDrain. After Close, Abort or the end of the
 // connection, methods return an error matching net.ErrClosed and never
 // touch the fd.
 package conn
@@ -137,7 +137,9 @@ type Handler interface {
 // Drainer is implemented by a Handler that wants to know when a
 // connection's queued output, having gone above Options.HighWater, has
 // fallen to Options.LowWater: a proxy resumes reading its other side
-// there. OnDrain runs on the connection's waiter, like OnData.
+// there, and a pipelining server resumes the requests it left in the
+// input (OnDrain reads it with Peek, Next and Discard, as OnData does).
+// OnDrain runs on the connection's waiter, like OnData.
 type Drainer interface {
 	OnDrain(c *Conn)
 }

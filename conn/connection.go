@@ -30,7 +30,7 @@ const (
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
-// Peek, Next, Discard and Buffered, which belong to OnData.
+// Peek, Next, Discard and Buffered, which belong to OnData and OnDrain.
 type Conn struct {
 	s   *Server
 	fd  int
@@ -76,7 +76,7 @@ func (c *Conn) setHandle(h poller.Handle) {
 	}
 }
 
-// Buffered returns how many input bytes OnData can read now.
+// Buffered returns how many input bytes OnData (or OnDrain) can read now.
 func (c *Conn) Buffered() int { return len(c.view) - c.off }
 
 // Peek returns the next n input bytes without consuming them. If fewer are
@@ -89,7 +89,7 @@ func (c *Conn) Peek(n int) ([]byte, error) {
 	}
 	b := c.view[c.off:]
 	if n > len(b) {
-		return b, ErrShortBuffer
+		return b[:len(b):len(b)], ErrShortBuffer
 	}
 	return b[:n:n], nil
 }

@@ -278,7 +278,9 @@ func (s *Server) flush(c *Conn) {
 	c.updateLocked()
 	c.mu.Unlock()
 	if drained && s.drain != nil {
-		s.drain.OnDrain(c)
+		// OnDrain may go on with input it left unconsumed while the
+		// queue was high: it reads the remainder as OnData does.
+		s.offer(c, nil, s.drain.OnDrain)
 	}
 }
 
@@ -323,19 +325,30 @@ func (s *Server) read(c *Conn, e poller.Event) {
 
 // deliver offers data, after any remainder, to OnData, and keeps what it
 // leaves.
-func (s *Server) deliver(c *Conn, data []byte) {
+func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, s.h.OnData) }
+
+// offer runs fn (OnData or OnDrain) with the remainder followed by data as
+// the connection's input, and keeps what fn leaves unconsumed.
+func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 	fresh := len(c.in) == 0
-	if fresh {
+	switch {
+	case fresh:
 		c.view = data
-	} else {
+	case len(data) > 0:
 		c.in = append(c.in, data...)
+		c.view = c.in
+	default:
 		c.view = c.in
 	}
 	c.off = 0
-	s.h.OnData(c)
-	rest := c.view[c.off:]
+	fn(c)
+	rest, consumed := c.view[c.off:], c.off > 0
 	c.view, c.off = nil, 0
 	switch {
+	case !fresh && !consumed && len(rest) <= s.opts.MaxBuffered:
+		// Nothing consumed (a command still incomplete): c.in already
+		// holds exactly the remainder; copying it onto itself for every
+		// read would cost the square of a large value's size.
 	case len(rest) == 0:
 		c.in = nil // nothing kept between events
 	case len(rest) > s.opts.MaxBuffered:
@@ -467,10 +480,10 @@ type ServerStats struct {
 	AcceptPauses uint64            `json:"accept_pauses"`
 	AcceptErrors uint64            `json:"accept_errors"`
 	LostOutput   uint64            `json:"lost_output"` // queued bytes dropped by Abort, resets and timeouts
-	Poller       poller.Stats      `json:"poller"`
 }
 
-// Stats returns the server's counters and its poller's per-waiter table.
+// Stats returns the server's counters: a few atomic loads. Poller().Stats()
+// has the per-waiter table.
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{
 		Open:         s.open.Load(),
@@ -479,7 +492,6 @@ func (s *Server) Stats() ServerStats {
 		AcceptPauses: s.acceptPauses.Load(),
 		AcceptErrors: s.acceptErrors.Load(),
 		LostOutput:   s.lostOutput.Load(),
-		Poller:       s.p.Stats(),
 	}
 	for r := range numReasons {
 		if n := s.closedBy[r].Load(); n > 0 {

@@ -37,6 +37,7 @@ import (
 	"github.com/gracepoll/gracepoll/examples/kv/kvserver"
 	"github.com/gracepoll/gracepoll/examples/kv/resp"
 	"github.com/gracepoll/gracepoll/examples/kv/store"
+	"github.com/gracepoll/gracepoll/poller"
 )
 
 func main() {
@@ -110,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		case <-ctx.Done():
 			done = true
 		case <-tick:
-			fmt.Fprint(stdout, report(srv.Stats(), st))
+			fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st))
 		}
 	}
 	final := srv.Stats() // before Close, which resets whoever is still connected
@@ -119,16 +120,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		os.Remove(*addr)
 	}
 	fmt.Fprintf(stdout, "kv: shut down; %d connections were still open and were closed with it\n", final.Open)
-	fmt.Fprint(stdout, report(srv.Stats(), st))
+	fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st))
 	return nil
 }
 
 // report renders the server's counters and its poller's per-waiter table.
-func report(s conn.ServerStats, st *store.Store) string {
+func report(s conn.ServerStats, ps poller.Stats, st *store.Store) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kv: %d keys; connections open %d, accepted %d, closed %v, accept pauses %d, accept errors %d, lost output %d B\n",
 		st.Len(), s.Open, s.Accepted, s.Closed, s.AcceptPauses, s.AcceptErrors, s.LostOutput)
-	for line := range strings.Lines(s.Poller.String()) {
+	for line := range strings.Lines(ps.String()) {
 		b.WriteString("    " + line)
 	}
 	return b.String()
