@@ -402,3 +402,41 @@ func TestServerCloseFromHandler(t *testing.T) {
 		readToEOF(other)
 	})
 }
+
+// TestFlushTimeout: Close with output queued to a peer that never reads
+// ends after Options.FlushTimeout with ReasonTimeout, the output counted
+// as lost; Abort with output queued drops it at once, counted too.
+func TestFlushTimeout(t *testing.T) {
+	forEachNetwork(t, func(t *testing.T, network string) {
+		r := newRecorder(t)
+		s, addr := newServer(t, r, conn.Options{SendBuffer: 4096, FlushTimeout: 200 * time.Millisecond}, network)
+		for _, abort := range []bool{false, true} {
+			dialSmallReceive(t, addr)
+			c := wait(t, r.opened, "OnOpen")
+			if _, err := c.Write(pattern(2 << 20)); err != nil {
+				t.Fatal(err)
+			}
+			q := c.Queued()
+			lost0 := s.Stats().LostOutput
+			start := time.Now()
+			want := conn.ReasonTimeout
+			if abort {
+				want = conn.ReasonAbort
+				c.Abort()
+			} else {
+				c.Close()
+			}
+			cl := wait(t, r.closed, "OnClose")
+			took := time.Since(start)
+			if cl.reason != want {
+				t.Errorf("OnClose reason %v (%v), want %v", cl.reason, cl.err, want)
+			}
+			if !abort && took < 200*time.Millisecond {
+				t.Errorf("timed out after %v, before FlushTimeout", took)
+			}
+			if lost := s.Stats().LostOutput - lost0; lost == 0 || lost > uint64(q) {
+				t.Errorf("LostOutput grew by %d, want the output still queued (> 0, at most %d)", lost, q)
+			}
+		}
+	})
+}
