@@ -11,6 +11,7 @@ import (
 	"github.com/gracepoll/gracepoll/conn"
 	"github.com/gracepoll/gracepoll/examples/echo/connecho"
 	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
+	"github.com/gracepoll/gracepoll/examples/echo/loadgen"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -57,16 +58,18 @@ func run(cfg config, w io.Writer) (result, error) {
 		fmt.Fprintf(w, "echo server (%s) on %s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
 			serverName(cfg.Server), srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
 	}
-	g := newLoadgen(srv.Addr(), cfg)
+	g, err := loadgen.New(loadgen.Config{Addr: srv.Addr(), Conns: cfg.Conns, Size: cfg.Size, IOTimeout: cfg.ioTimeout})
+	if err != nil {
+		srv.Close()
+		return result{}, err
+	}
 	srv.Poller().ResetStats() // release latencies from here on
 	began := time.Now()
-	g.start()
+	g.Start()
 
 	tick := time.NewTicker(cfg.tick)
 	end := time.NewTimer(cfg.Duration)
 	var (
-		next      int     // next slot to churn
-		owed      float64 // churn carried over between ticks
 		lastMsgs  uint64
 		lastAt    = began
 		lastChurn = began
@@ -79,19 +82,17 @@ loop:
 		case now := <-tick.C:
 			// Owed by the time elapsed, not the tick count: a ticker
 			// drops ticks when the machine is too busy to take them.
-			owed += cfg.Churn * float64(cfg.Conns) * now.Sub(lastChurn).Seconds()
+			g.ChurnFor(now.Sub(lastChurn), cfg.Churn)
 			lastChurn = now
-			k := int(owed)
-			owed -= float64(k)
-			g.churn(k, &next)
 			if cfg.Quiet {
 				continue
 			}
-			msgs := g.msgs()
+			msgs := g.Msgs()
 			st := srv.Poller().Stats()
+			gc := g.Counters()
 			fmt.Fprintf(w, "[%5.1fs] %8.0f msgs/s  open %d  reopened %d  errors %d  mismatches %d | server: live %d  released-not-free %d  stale %d\n",
 				now.Sub(began).Seconds(), float64(msgs-lastMsgs)/now.Sub(lastAt).Seconds(),
-				g.opened.Load()-g.closed.Load(), g.reopened.Load(), g.errors.Load(), g.mismatches.Load(),
+				gc.Opened-gc.Closed, gc.Reopened, gc.Errors, gc.Mismatches,
 				st.Live, st.ReleasedNotFree, st.Stale)
 			if cst := connStats(srv); cst != nil {
 				fmt.Fprintf(w, "    conn: %s\n", connLine(*cst))
@@ -103,8 +104,9 @@ loop:
 	tick.Stop()
 	during := srv.Poller().Stats().ReleaseLatency
 	srv.Poller().ResetStats() // releases after this are the shutdown burst
-	g.halt()
+	g.Stop()
 	elapsed := time.Since(began)
+	g.Close()
 
 	// Let the server see the last closes: every connection the client
 	// closed must be released by the server's own Delete or the poller's
@@ -117,17 +119,18 @@ loop:
 	st := srv.Poller().Stats()
 	cst := connStats(srv)
 	srv.Close()
+	gc := g.Counters()
 	res := result{
 		Elapsed:      elapsed,
-		Msgs:         g.msgs(),
+		Msgs:         gc.Msgs,
 		Size:         cfg.Size,
-		Opened:       g.opened.Load(),
-		Closed:       g.closed.Load(),
-		Reopened:     g.reopened.Load(),
-		Mismatches:   g.mismatches.Load(),
-		CrossedBytes: g.crossed.Load(),
-		Errors:       g.errors.Load(),
-		FirstError:   g.firstError(),
+		Opened:       gc.Opened,
+		Closed:       gc.Closed,
+		Reopened:     gc.Reopened,
+		Mismatches:   gc.Mismatches,
+		CrossedBytes: gc.Crossed,
+		Errors:       gc.Errors,
+		FirstError:   gc.FirstError,
 		Accepted:     srv.Accepted(),
 		Released:     srv.Released(),
 		Unreleased:   unreleased,

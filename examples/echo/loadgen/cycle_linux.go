@@ -1,0 +1,145 @@
+//go:build linux
+
+package loadgen
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cycler runs connection cycles against one server: dial, write one
+// message, read its echo back (checked byte for byte), close. The client
+// closes first, so the server reads end-of-file.
+//
+// It works in blocking system calls: on loopback the handshake completes
+// inside connect(2), and a worker blocked in read(2) holds its own thread
+// (give the process a P per worker), so the client spends its core on the
+// sockets rather than on the runtime's netpoller. Every call is bounded by
+// the timeout (SO_SNDTIMEO, SO_RCVTIMEO; connect obeys the first).
+type Cycler struct {
+	sa      unix.SockaddrInet4
+	tv      unix.Timeval
+	timeout time.Duration
+}
+
+// NewCycler returns a Cycler for addr, an IPv4 host:port; timeout 0 means
+// 10 s.
+func NewCycler(addr string, timeout time.Duration) (*Cycler, error) {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return nil, fmt.Errorf("loadgen: server address %q: want IPv4 host:port (%v)", addr, err)
+	}
+	return &Cycler{
+		sa:      unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())},
+		tv:      unix.NsecToTimeval(timeout.Nanoseconds()),
+		timeout: timeout,
+	}, nil
+}
+
+// Run runs n cycles of size-byte messages over workers goroutines, each one
+// cycle at a time, taking cycles from a shared budget so that the run ends
+// with no straggler. It returns the wall time and every cycle's latency,
+// and fails on the first error or on any reply that differs from its
+// request.
+func (d *Cycler) Run(workers, n, size int) (time.Duration, []time.Duration, error) {
+	var (
+		budget     atomic.Int64
+		mismatches atomic.Int64
+		wg         sync.WaitGroup
+		errOnce    sync.Once
+		firstErr   error
+		lat        = make([][]time.Duration, workers)
+	)
+	budget.Store(int64(n))
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, reply := make([]byte, size), make([]byte, size)
+			ls := make([]time.Duration, 0, n/workers+1)
+			for i := uint32(1); budget.Add(-1) >= 0; i++ {
+				Fill(msg, uint64(TagMagic)<<32|uint64(w+1), i)
+				t0 := time.Now()
+				if err := d.Cycle(msg, reply); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				ls = append(ls, time.Since(t0))
+				if !bytes.Equal(msg, reply) {
+					mismatches.Add(1)
+				}
+			}
+			lat[w] = ls
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if firstErr != nil {
+		return wall, nil, firstErr
+	}
+	if m := mismatches.Load(); m > 0 {
+		return wall, nil, fmt.Errorf("loadgen: %d of %d replies differ from their requests", m, n)
+	}
+	return wall, slices.Concat(lat...), nil
+}
+
+// Cycle is one connection: dial, write msg, read len(msg) bytes into
+// reply, close.
+func (d *Cycler) Cycle(msg, reply []byte) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &d.tv); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &d.tv); err != nil {
+		return err
+	}
+	if err := retry(func() error { return unix.Connect(fd, &d.sa) }); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	for done := 0; done < len(msg); {
+		var n int
+		err := retry(func() (err error) { n, err = unix.Write(fd, msg[done:]); return err })
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		done += n
+	}
+	for done := 0; done < len(reply); {
+		var n int
+		err := retry(func() (err error) { n, err = unix.Read(fd, reply[done:]); return err })
+		switch {
+		case err == unix.EAGAIN:
+			return fmt.Errorf("read: no reply within %v", d.timeout)
+		case err != nil:
+			return fmt.Errorf("read: %w", err)
+		case n == 0:
+			return fmt.Errorf("read: end-of-file after %d of %d bytes", done, len(reply))
+		}
+		done += n
+	}
+	return nil
+}
+
+// retry calls f again while it fails with EINTR.
+func retry(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
+}

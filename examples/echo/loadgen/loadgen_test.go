@@ -1,0 +1,164 @@
+//go:build linux
+
+package loadgen
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer is a plain net echo server; corrupt, if set, changes one byte
+// of every reply.
+func echoServer(t *testing.T, corrupt bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					if corrupt {
+						buf[0]++
+					}
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestRunN(t *testing.T) {
+	addr := echoServer(t, false)
+	g, err := New(Config{Addr: addr, Conns: 8, Size: 64, IOTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for range 2 {
+		if _, err := g.RunN(500, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := g.Counters()
+	if c.Msgs != 1000 || c.Opened != 8 || c.Err() != nil {
+		t.Errorf("after two runs of 500: %+v", c)
+	}
+	// Churn at 100 % per second over a run of about 300 ms.
+	g.Churn(4)
+	if _, err := g.RunN(2000, 10); err != nil {
+		t.Fatal(err)
+	}
+	if c := g.Counters(); c.Reopened < 4 || c.Opened < 12 || c.Msgs != 3000 {
+		t.Errorf("after churn: %+v", c)
+	}
+	g.Close()
+	if c := g.Counters(); c.Opened != c.Closed || g.Open() != 0 {
+		t.Errorf("after Close: %+v", c)
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	addr := echoServer(t, false)
+	g, err := New(Config{Addr: addr, Conns: 4, Size: 200_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start()
+	time.Sleep(50 * time.Millisecond)
+	g.ChurnFor(time.Second, 0.5) // 2 connections
+	time.Sleep(50 * time.Millisecond)
+	g.Stop()
+	g.Close()
+	c := g.Counters()
+	if c.Msgs == 0 || c.Reopened != 2 || c.Err() != nil {
+		t.Errorf("%+v", c)
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	addr := echoServer(t, true)
+	g, err := New(Config{Addr: addr, Conns: 2, Size: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.RunN(10, 0); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Errorf("corrupting server: err = %v", err)
+	}
+}
+
+func TestCyclesAndIdle(t *testing.T) {
+	addr := echoServer(t, false)
+	d, err := NewCycler(addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall, lat, err := d.Run(3, 100, 64)
+	if err != nil || len(lat) != 100 || wall <= 0 {
+		t.Errorf("cycles: %v, %d latencies, %v", wall, len(lat), err)
+	}
+	idle, err := OpenIdle(addr, 50, 64, 4, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idle.Len() != 50 {
+		t.Errorf("%d idle connections", idle.Len())
+	}
+	idle.Close()
+	if _, err := NewCycler("localhost:80", 0); err == nil {
+		t.Error("a host name accepted")
+	}
+	if _, err := OpenIdle(echoServer(t, true), 5, 64, 2, time.Second); err == nil {
+		t.Error("a corrupting server passed OpenIdle")
+	}
+}
+
+func TestForeignBytes(t *testing.T) {
+	mine, theirs := make([]byte, 64), make([]byte, 64)
+	Fill(mine, uint64(TagMagic)<<32|7, 3)
+	Fill(theirs, uint64(TagMagic)<<32|9, 3)
+	if n := ForeignBytes(mine, 7); n != 0 {
+		t.Errorf("own message: %d foreign bytes", n)
+	}
+	mixed := append(append(append([]byte{}, mine[:21]...), theirs[:32]...), mine[:11]...)
+	if n := ForeignBytes(mixed, 7); n != 32 {
+		t.Errorf("mixed message: %d foreign bytes, want 32", n)
+	}
+}
