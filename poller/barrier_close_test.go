@@ -669,3 +669,41 @@ func TestBarrierBesideRelease(t *testing.T) {
 		barrier(t, p) // and from the test's goroutine
 	})
 }
+
+// InCallback is true in OnEvent and OnRelease, false elsewhere, also in
+// another poller's callback (a different waiter).
+func TestInCallback(t *testing.T) {
+	p := newPoller(t, poller.Options{Waiters: 2})
+	other := newPoller(t, poller.Options{Waiters: 1})
+	if p.InCallback() {
+		t.Error("InCallback outside every callback")
+	}
+	efd := newEventfd(t)
+	type seen struct{ own, other bool }
+	inEvent, inRelease := make(chan seen, 1), make(chan seen, 1)
+	h, err := p.Add(poller.Registration{
+		FD: efd, Events: poller.Readable, CloseFD: true,
+		OnEvent: func(e poller.Event) {
+			readEventfd(e.FD)
+			select {
+			case inEvent <- seen{p.InCallback(), other.InCallback()}:
+			default:
+			}
+		},
+		OnRelease: func(poller.Released) { inRelease <- seen{p.InCallback(), other.InCallback()} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEventfd(t, efd, 1)
+	if s := wait(t, inEvent, "OnEvent"); !s.own || s.other {
+		t.Errorf("in OnEvent: InCallback = %v, other poller's = %v; want true, false", s.own, s.other)
+	}
+	if err := p.Delete(h); err != nil {
+		t.Fatal(err)
+	}
+	if s := wait(t, inRelease, "OnRelease"); !s.own {
+		t.Errorf("in OnRelease: InCallback = %v, want true", s.own)
+	}
+	barrier(t, p)
+}

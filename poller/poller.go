@@ -329,6 +329,13 @@ func (p *Poller) shutdown() {
 	p.teardown()
 }
 
+// InCallback reports whether the caller runs inside one of this poller's
+// callbacks: OnEvent or a timer function on a waiter, or an OnRelease. A
+// layer built on the poller uses it to refuse, or to hand to another
+// goroutine, a call that would wait for the callback itself. It costs a
+// stack walk: call it on such calls only, never per event.
+func (p *Poller) InCallback() bool { return p.inCallback() }
+
 // inCallback reports whether the caller is one of this poller's waiters
 // (in OnEvent or a timer) or is running an OnRelease. It costs a stack
 // walk, so only calls that would otherwise wait for themselves (Close,

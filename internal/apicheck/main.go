@@ -221,6 +221,9 @@ func run() error {
 	if ctx.Err() == nil {
 		return errors.New("the registration's context is not cancelled after its release")
 	}
+	if p.InCallback() {
+		return errors.New("InCallback is true outside every callback")
+	}
 	bctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	if err := p.Barrier(bctx); err != nil {
