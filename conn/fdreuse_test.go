@@ -45,11 +45,21 @@ import (
 //
 // The number is freed by the poller right after OnClose returns, and B is
 // placed within microseconds: the lane polls the number from the moment it
-// starts the close. When another socket of the process (another lane's, or
-// a connection the server accepts) gets the number first, the cycle counts
-// as missed, not forced; the test requires most cycles forced.
+// starts the close (every 100 µs until OnClose starts, then without
+// pause). The test's own sockets are made, and the server accepts, only
+// outside every lane's watch (a lock), so B gets the number in practice
+// every cycle; a cycle where another socket got it first counts as missed,
+// and the test requires three in four forced.
 //
-// A and B are TCP on some lanes and Unix sockets on others.
+// The checks are independent. The layer refuses writes once Close has
+// begun (the state check under the connection's mutex), so an fd closed
+// too early cannot leak A's bytes by itself: what shows it is A's number
+// freed before OnClose, and A's layer later touching B's socket (a flush
+// timeout sets SO_LINGER on whatever holds the number). A write that skips
+// the state check after the release leaks bytes to B's peer at once.
+// mutation_test.go proves both are caught.
+//
+// A and B are TCP on one lane and Unix sockets on the other.
 
 var fdrCycles = flag.Int("conn.fdreuse.cycles", 10000,
 	"TestConnFDReuse: connection fd-number reuse cycles")
