@@ -33,6 +33,7 @@ const (
 // Peek, Next, Discard and Buffered, which belong to OnData and OnDrain.
 type Conn struct {
 	s   *Server
+	h   Handler
 	fd  int
 	hnd atomic.Uint64 // poller.Handle, set by Add or the first event
 	at  time.Time     // accepted

@@ -16,8 +16,6 @@ import (
 // Server serves connections accepted from its listeners with one Handler.
 type Server struct {
 	h     Handler
-	drain Drainer    // h's, or nil
-	rc    ReadCloser // h's, or nil
 	opts  Options
 	p     *poller.Poller
 	bufs  [][]byte // one read buffer per waiter
@@ -61,8 +59,6 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{h: h, opts: opts, p: p, conns: xsync.NewMapOf[*Conn, struct{}]()}
-	s.drain, _ = h.(Drainer)
-	s.rc, _ = h.(ReadCloser)
 	s.bufs = make([][]byte, p.Waiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, opts.ReadBuffer)
@@ -193,7 +189,7 @@ func (s *Server) add(fd int) {
 	if s.opts.SendBuffer > 0 {
 		setSendBuffer(fd, s.opts.SendBuffer)
 	}
-	c := &Conn{s: s, fd: fd, at: time.Now(), events: poller.Readable}
+	c := &Conn{s: s, h: s.h, fd: fd, at: time.Now(), events: poller.Readable}
 	c.waiter.Store(-1)
 	s.open.Add(1)
 	s.conns.Store(c, struct{}{})
@@ -229,14 +225,14 @@ func (s *Server) openAccepted(c *Conn) {
 			c.mu.Unlock()
 		}
 	}()
-	s.h.OnOpen(c)
+	c.h.OnOpen(c)
 }
 
 // event runs on the connection's waiter.
 func (s *Server) event(c *Conn, e poller.Event) {
 	c.setHandle(e.Handle)
 	c.waiter.Store(int32(e.Waiter))
-	c.open.Do(func() { s.h.OnOpen(c) })
+	c.open.Do(func() { c.h.OnOpen(c) })
 	if e.Events&poller.Writable != 0 {
 		s.flush(c)
 	}
@@ -277,10 +273,10 @@ func (s *Server) flush(c *Conn) {
 	c.queued.Store(int64(len(c.out)))
 	c.updateLocked()
 	c.mu.Unlock()
-	if drained && s.drain != nil {
+	if d, ok := c.h.(Drainer); drained && ok {
 		// OnDrain may go on with input it left unconsumed while the
 		// queue was high: it reads the remainder as OnData does.
-		s.offer(c, nil, s.drain.OnDrain)
+		s.offer(c, nil, d.OnDrain)
 	}
 }
 
@@ -325,7 +321,7 @@ func (s *Server) read(c *Conn, e poller.Event) {
 
 // deliver offers data, after any remainder, to OnData, and keeps what it
 // leaves.
-func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, s.h.OnData) }
+func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, c.h.OnData) }
 
 // offer runs fn (OnData or OnDrain) with the remainder followed by data as
 // the connection's input, and keeps what fn leaves unconsumed.
@@ -369,6 +365,7 @@ func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 
 // peerClosed handles the peer's FIN: everything before it was delivered.
 func (s *Server) peerClosed(c *Conn) {
+	rc, _ := c.h.(ReadCloser)
 	c.mu.Lock()
 	c.eof = true
 	switch c.state {
@@ -377,7 +374,7 @@ func (s *Server) peerClosed(c *Conn) {
 		c.mu.Unlock()
 		return
 	case stOpen:
-		if s.rc == nil {
+		if rc == nil {
 			c.setReasonLocked(ReasonPeerClosed, nil)
 			c.closeLocked()
 			c.mu.Unlock()
@@ -386,8 +383,8 @@ func (s *Server) peerClosed(c *Conn) {
 	}
 	c.updateLocked() // stop reading: EOF stays readable
 	c.mu.Unlock()
-	if s.rc != nil {
-		s.rc.OnReadEOF(c)
+	if rc != nil {
+		rc.OnReadEOF(c)
 	}
 }
 
@@ -424,7 +421,7 @@ func (s *Server) release(c *Conn, r poller.Released) {
 	s.closedBy[reason].Add(1)
 	s.open.Add(-1)
 	s.resumeAll()
-	s.h.OnClose(c, reason, err)
+	c.h.OnClose(c, reason, err)
 }
 
 // resumeAll lets paused listeners accept again: a descriptor was freed.
