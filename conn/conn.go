@@ -89,7 +89,8 @@ const (
 	// ReasonError: a system call failed, the inbound buffer overflowed, or
 	// a handler panicked.
 	ReasonError
-	// ReasonTimeout: Close could not flush within Options.FlushTimeout.
+	// ReasonTimeout: a deadline expired (idle, read or write), or Close
+	// could not flush within Options.FlushTimeout.
 	ReasonTimeout
 	// ReasonShutdown: the server closed.
 	ReasonShutdown
@@ -195,6 +196,17 @@ type Options struct {
 	// SendBuffer sets SO_SNDBUF on accepted connections; 0 keeps the
 	// system's default. A small one makes most large writes partial.
 	SendBuffer int
+	// IdleTimeout closes a connection that made no progress for this
+	// long: its handler consumed no input and the socket took no output
+	// (Conn.SetIdleTimeout). 0: none.
+	IdleTimeout time.Duration
+	// ReadTimeout closes a connection that received no input for this
+	// long: the read deadline is set this far ahead at open and after
+	// every read (Conn.SetReadDeadline). 0: none.
+	ReadTimeout time.Duration
+	// WriteTimeout closes a connection whose queued output made no
+	// progress for this long (Conn.SetWriteDeadline). 0: none.
+	WriteTimeout time.Duration
 	// Logger receives reports such as running out of file descriptors;
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -206,7 +218,8 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 	}
 	switch {
-	case o.MaxQueued < 0, o.HighWater < 0, o.LowWater < 0, o.MaxBuffered < 0, o.AcceptBatch < 0, o.ReadBuffer < 0, o.FlushTimeout < 0, o.SendBuffer < 0:
+	case o.MaxQueued < 0, o.HighWater < 0, o.LowWater < 0, o.MaxBuffered < 0, o.AcceptBatch < 0, o.ReadBuffer < 0, o.FlushTimeout < 0, o.SendBuffer < 0,
+		o.IdleTimeout < 0, o.ReadTimeout < 0, o.WriteTimeout < 0:
 		return bad("negative size or duration in Options")
 	}
 	if o.MaxQueued == 0 {

@@ -66,6 +66,21 @@ type Conn struct {
 	waiter            atomic.Int32 // the waiter of its last event or release; -1 before
 
 	value atomic.Pointer[any] // user value
+
+	// Deadlines (deadline.go), guarded by mu, in Server.clock's time;
+	// deadlines says one was ever set, so that a connection without any
+	// pays nothing on its reads.
+	deadlines       atomic.Bool
+	idle, progress  int64
+	readAt, writeAt int64
+	timerAt         int64
+	timerStop       func() bool
+
+	// A dialled connection until its connect completes (dial.go),
+	// guarded by mu: dial receives the result once; dialFailed says no
+	// handler method may run for it.
+	dial       chan error
+	dialFailed bool
 }
 
 func (c *Conn) handle() poller.Handle { return poller.Handle(c.hnd.Load()) }
@@ -160,7 +175,9 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 	if len(c.out)+total > c.s.opts.MaxQueued {
 		return 0, ErrQueueFull
 	}
-	if len(c.out) > 0 {
+	queuedBefore := len(c.out) > 0
+	var took int
+	if queuedBefore {
 		c.out = appendAll(c.out, b, bufs)
 	} else {
 		var n int
@@ -173,6 +190,7 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 		if n > 0 {
 			c.bytesOut.Add(uint64(n))
 		}
+		took = n
 		if err != nil && !isAgain(err) {
 			c.failLocked(err)
 			return n, err
@@ -186,6 +204,7 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 	if len(c.out) > c.s.opts.HighWater {
 		c.high = true
 	}
+	c.wroteLocked(took, queuedBefore)
 	c.updateLocked()
 	return total, nil
 }
@@ -372,6 +391,10 @@ func (c *Conn) endLocked() {
 	if c.flushStop != nil {
 		c.flushStop()
 		c.flushStop = nil
+	}
+	if c.timerStop != nil {
+		c.timerStop()
+		c.timerStop, c.timerAt = nil, 0
 	}
 	if len(c.out) > 0 {
 		c.s.lostOutput.Add(uint64(len(c.out)))

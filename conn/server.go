@@ -15,22 +15,25 @@ import (
 
 // Server serves connections accepted from its listeners with one Handler.
 type Server struct {
-	h     Handler
-	opts  Options
-	p     *poller.Poller
-	bufs  [][]byte // one read buffer per waiter
+	h    Handler
+	opts Options
+	p    *poller.Poller
+	bufs [][]byte // one read buffer per waiter
 
 	mu        sync.Mutex
 	listeners []*listener
 	closed    bool
 
 	conns *xsync.MapOf[*Conn, struct{}] // live, for Close
+	base  time.Time                     // Server.clock's origin
 
 	open, accepted                       atomic.Int64
 	closedBy                             [numReasons]atomic.Uint64
 	acceptPauses, acceptErrors           atomic.Uint64
 	emfileLogged                         atomic.Bool
 	pausedListeners                      atomic.Int32 // so that a release checks them without a lock
+	timeouts                             atomic.Uint64
+	closing                              atomic.Bool // Shutdown or Close began: accepted connections are refused
 	lostOutput                           atomic.Uint64
 	readErrs, writeErrs, inboundOverflow atomic.Uint64
 }
@@ -58,7 +61,7 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{h: h, opts: opts, p: p, conns: xsync.NewMapOf[*Conn, struct{}]()}
+	s := &Server{h: h, opts: opts, p: p, conns: xsync.NewMapOf[*Conn, struct{}](), base: time.Now()}
 	s.bufs = make([][]byte, p.Waiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, opts.ReadBuffer)
@@ -183,19 +186,38 @@ func (s *Server) resumeAccept(ln *listener) {
 
 // add registers an accepted connection and runs its OnOpen.
 func (s *Server) add(fd int) {
+	if s.closing.Load() {
+		closeFD(fd) // accepted as Shutdown began: refused
+		return
+	}
+	c, err := s.register(fd, s.h, poller.Readable, nil)
+	if err != nil {
+		s.acceptErrors.Add(1)
+		closeFD(fd)
+		return
+	}
+	s.accepted.Add(1)
+	c.startDeadlines()
+	c.open.Do(func() { s.openAccepted(c) })
+}
+
+// register makes a connection of fd, served by h, and adds it to the
+// poller with the interest set events; dial, if not nil, is a pending
+// connect's result channel. On error the fd is still the caller's.
+func (s *Server) register(fd int, h Handler, events poller.Events, dial chan error) (*Conn, error) {
 	if !s.opts.Delay {
 		setNoDelay(fd)
 	}
 	if s.opts.SendBuffer > 0 {
 		setSendBuffer(fd, s.opts.SendBuffer)
 	}
-	c := &Conn{s: s, h: s.h, fd: fd, at: time.Now(), events: poller.Readable}
+	c := &Conn{s: s, h: h, fd: fd, at: time.Now(), events: events, dial: dial}
 	c.waiter.Store(-1)
 	s.open.Add(1)
 	s.conns.Store(c, struct{}{})
-	h, err := s.p.Add(poller.Registration{
+	hnd, err := s.p.Add(poller.Registration{
 		FD:        fd,
-		Events:    poller.Readable,
+		Events:    events,
 		CloseFD:   testHookCloseFD(true),
 		OnEvent:   func(e poller.Event) { s.event(c, e) },
 		OnRelease: func(r poller.Released) { s.release(c, r) },
@@ -203,13 +225,10 @@ func (s *Server) add(fd int) {
 	if err != nil {
 		s.conns.Delete(c)
 		s.open.Add(-1)
-		s.acceptErrors.Add(1)
-		closeFD(fd)
-		return
+		return nil, err
 	}
-	s.accepted.Add(1)
-	c.setHandle(h)
-	c.open.Do(func() { s.openAccepted(c) })
+	c.setHandle(hnd)
+	return c, nil
 }
 
 // openAccepted runs OnOpen on the accepting waiter. A panic there must not
@@ -232,6 +251,9 @@ func (s *Server) openAccepted(c *Conn) {
 func (s *Server) event(c *Conn, e poller.Event) {
 	c.setHandle(e.Handle)
 	c.waiter.Store(int32(e.Waiter))
+	if c.dialing() && !s.connected(c, e) {
+		return
+	}
 	c.open.Do(func() { c.h.OnOpen(c) })
 	if e.Events&poller.Writable != 0 {
 		s.flush(c)
@@ -253,6 +275,7 @@ func (s *Server) flush(c *Conn) {
 	if n > 0 {
 		c.bytesOut.Add(uint64(n))
 		c.out = c.out[n:]
+		c.wroteLocked(n, true)
 	}
 	if err != nil && !isAgain(err) {
 		s.writeErrs.Add(1)
@@ -304,6 +327,9 @@ func (s *Server) read(c *Conn, e poller.Event) {
 	switch {
 	case n > 0:
 		c.bytesIn.Add(uint64(n))
+		if c.deadlines.Load() {
+			c.readProgress()
+		}
 		if state == stClosing {
 			return // draining the peer after our FIN: its input is dropped
 		}
@@ -340,6 +366,9 @@ func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 	fn(c)
 	rest, consumed := c.view[c.off:], c.off > 0
 	c.view, c.off = nil, 0
+	if consumed && c.deadlines.Load() {
+		c.consumed()
+	}
 	switch {
 	case !fresh && !consumed && len(rest) <= s.opts.MaxBuffered:
 		// Nothing consumed (a command still incomplete): c.in already
@@ -395,6 +424,10 @@ func (s *Server) peerClosed(c *Conn) {
 func (s *Server) release(c *Conn, r poller.Released) {
 	c.waiter.Store(int32(r.Waiter))
 	c.mu.Lock()
+	if c.dial != nil {
+		c.cancelDialLocked(closedError{"server is closed"})
+	}
+	failedDial := c.dialFailed
 	c.state = stReleased
 	if len(c.out) > 0 {
 		s.lostOutput.Add(uint64(len(c.out)))
@@ -418,9 +451,12 @@ func (s *Server) release(c *Conn, r poller.Released) {
 	reason, err := c.reason, c.err
 	c.mu.Unlock()
 	s.conns.Delete(c)
-	s.closedBy[reason].Add(1)
 	s.open.Add(-1)
 	s.resumeAll()
+	if failedDial {
+		return // never opened: no handler method runs for it
+	}
+	s.closedBy[reason].Add(1)
 	c.h.OnClose(c, reason, err)
 }
 
@@ -442,6 +478,7 @@ func (s *Server) resumeAll() {
 // ending for), and the poller stops. It is idempotent and safe from any
 // goroutine; from a handler it returns without waiting.
 func (s *Server) Close() error {
+	s.closing.Store(true)
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -477,6 +514,7 @@ type ServerStats struct {
 	AcceptPauses uint64            `json:"accept_pauses"`
 	AcceptErrors uint64            `json:"accept_errors"`
 	LostOutput   uint64            `json:"lost_output"` // queued bytes dropped by Abort, resets and timeouts
+	Timeouts     uint64            `json:"timeouts"`    // deadlines that expired
 }
 
 // Stats returns the server's counters: a few atomic loads. Poller().Stats()
@@ -489,6 +527,7 @@ func (s *Server) Stats() ServerStats {
 		AcceptPauses: s.acceptPauses.Load(),
 		AcceptErrors: s.acceptErrors.Load(),
 		LostOutput:   s.lostOutput.Load(),
+		Timeouts:     s.timeouts.Load(),
 	}
 	for r := range numReasons {
 		if n := s.closedBy[r].Load(); n > 0 {

@@ -170,3 +170,48 @@ func toAddr(sa unix.Sockaddr) net.Addr {
 	}
 	return nil
 }
+
+// connect starts a non-blocking connect; pending says it completes later
+// (EINPROGRESS), with a Writable event.
+func connect(sa sockAddr) (fd int, pending bool, err error) {
+	var domain int
+	var usa unix.Sockaddr
+	switch {
+	case sa.unix != "":
+		domain, usa = unix.AF_UNIX, &unix.SockaddrUnix{Name: sa.unix}
+	case sa.ip.Addr().Is4():
+		domain, usa = unix.AF_INET, &unix.SockaddrInet4{Addr: sa.ip.Addr().As4(), Port: int(sa.ip.Port())}
+	default:
+		domain, usa = unix.AF_INET6, &unix.SockaddrInet6{Addr: sa.ip.Addr().As16(), Port: int(sa.ip.Port())}
+	}
+	fd, err = unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, fmt.Errorf("conn: dial: socket: %w", err)
+	}
+	for {
+		err = unix.Connect(fd, usa)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch err {
+	case nil:
+		return fd, false, nil
+	case unix.EINPROGRESS, unix.EAGAIN: // EAGAIN: a Unix socket's backlog is full
+		return fd, true, nil
+	}
+	unix.Close(fd)
+	return -1, false, fmt.Errorf("conn: dial: %w", err)
+}
+
+// connectResult reads a completed connect's outcome.
+func connectResult(fd int) error {
+	v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil {
+		return err
+	}
+	if v != 0 {
+		return unix.Errno(v)
+	}
+	return nil
+}
