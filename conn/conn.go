@@ -28,6 +28,11 @@
 //     the peer's FIN is delivered, and the handler can still reply.
 //   - Out of file descriptors, the server keeps serving its connections,
 //     pauses accepting and resumes by itself; it burns no CPU meanwhile.
+//   - Lifetimes are bounded: idle, read and write deadlines fire on the
+//     connection's own waiter and never after OnClose (deadline.go); Dial
+//     never blocks a waiter and is cancelled by its context, Shutdown and
+//     Close; Shutdown drains connections whose peers keep reading and
+//     resets the rest when its context ends; Close resets at once.
 //
 // Every method of Conn may be called from any goroutine, any number of
 // times, except Peek, Next, Discard and Buffered, which read the inbound
