@@ -2,27 +2,41 @@
 # bench/run.sh: run gracepoll's benchmark suite and write docs/benchmarks.md.
 #
 # Runs the root module's benchmarks (./bench/...) and the nested module's
-# echo-server comparisons (bench/peers: BenchmarkEcho, client and server in
-# one process; BenchmarkConnCycle, each server in a process of its own on
-# one core and the client on the other), tees the raw `go test -bench` output
+# server comparisons (bench/peers), tees the raw `go test -bench` output
 # (benchstat-compatible) to bench/results/raw.txt, then generates
 # docs/benchmarks.md from that file alone with bench/cmd/benchreport.
 #
-# The dispatch variants, echo and connection-cycle benchmarks, whose figures
-# are ratios between variants, run in ROUNDS interleaved rounds and the report takes medians: on
-# a shared, noisy machine a burst of outside load then hits one round of
-# every variant rather than every round of one. About 6 minutes on 2 cores.
+# In bench/peers every server runs in a process of its own (cmd/serve)
+# pinned to the first CPU with GOMAXPROCS=1, the client pinned to the
+# second; every reply is checked:
+#   - BenchmarkEcho: examples/echo's load generator, 64-byte messages at 50
+#     and 500 connections with 10 % churn; msgs/s and server CPU per message.
+#   - BenchmarkConnCycle: dial, one message, close; server CPU per cycle and
+#     release latency (Delete to OnClose) for the servers on the poller.
+#   - BenchmarkKV: redis-benchmark -t ping,set,get, -c 50/500, -P 1/16
+#     against examples/kv's command code on conn, net and gnet; skipped,
+#     saying so, without redis-benchmark (Debian: redis-tools).
+#   - BenchmarkIdleMemory: RSS and Go heap per idle connection at 1,000 and
+#     10,000 connections (10,000 skipped, saying so, if RLIMIT_NOFILE is
+#     too small).
 #
-# Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s),
-# CYCLE_TIME (1s per server and round), OTHER_TIME (300ms), LATENCY_N (2000
-# deletes per latency case).
+# The dispatch variants, echo, connection-cycle and kv benchmarks, whose
+# figures are ratios between variants, run in ROUNDS interleaved rounds and
+# the report takes medians: on a shared, noisy machine a burst of outside
+# load then hits one round of every variant rather than every round of one.
+# About 7 minutes on 2 cores.
+#
+# Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
+# echo and connection-cycle case and round), KV_N (10000 requests per
+# redis-benchmark run at -P 1, ten times as many at -P 16), OTHER_TIME
+# (300ms), LATENCY_N (2000 deletes per latency case).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
 DISPATCH_TIME=${DISPATCH_TIME:-200ms}
 ECHO_TIME=${ECHO_TIME:-1s}
-CYCLE_TIME=${CYCLE_TIME:-1s}
+KV_N=${KV_N:-10000}
 OTHER_TIME=${OTHER_TIME:-300ms}
 LATENCY_N=${LATENCY_N:-2000}
 
@@ -69,11 +83,10 @@ run_peers() {
 for round in $(seq 1 "$ROUNDS"); do
 	echo "== round $round of $ROUNDS" >&2
 	run go test -run '^$' -bench '^BenchmarkDispatchVariants$' -benchtime="$DISPATCH_TIME" ./bench/...
-	run_peers go test -run '^$' -bench '^BenchmarkEcho$' -benchtime="$ECHO_TIME" .
-	# Server CPU per connection cycle: each server a child process pinned
-	# to one CPU (GOMAXPROCS=1), the client pinned to the other.
-	run_peers go test -run '^$' -bench '^BenchmarkConnCycle$' -benchtime="$CYCLE_TIME" .
+	run_peers go test -run '^$' -bench '^Benchmark(Echo|ConnCycle)$' -benchtime="$ECHO_TIME" .
+	run_peers go test -run '^$' -bench '^BenchmarkKV$' -benchtime=1x -kv.n="$KV_N" .
 done
+run_peers go test -run '^$' -bench '^BenchmarkIdleMemory$' -benchtime=1x .
 run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
 run go test -run '^$' -bench '^BenchmarkReleasePath$' -benchmem -benchtime=20000x ./bench/...
 run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The launcher, cmd/echoserve, is built once per test binary run into a
+// The launcher, cmd/serve, is built once per test binary run into a
 // directory that TestMain removes.
 var launcher struct {
 	once sync.Once
@@ -30,25 +31,25 @@ var launcher struct {
 	err  error
 }
 
-// buildLauncher builds cmd/echoserve, once, and returns the binary's path.
-// A test runs in its package's directory, so ./cmd/echoserve is this
-// module's launcher built against this checkout of gracepoll.
+// buildLauncher builds cmd/serve, once, and returns the binary's path.
+// A test runs in its package's directory, so ./cmd/serve is this module's
+// launcher built against this checkout of gracepoll.
 func buildLauncher() (string, error) {
 	launcher.once.Do(func() {
-		dir, err := os.MkdirTemp("", "gracepoll-echoserve-")
+		dir, err := os.MkdirTemp("", "gracepoll-serve-")
 		if err != nil {
 			launcher.err = err
 			return
 		}
 		launcher.dir = dir
-		path := filepath.Join(dir, "echoserve")
+		path := filepath.Join(dir, "serve")
 		gobin := "go"
 		if root := os.Getenv("GOROOT"); root != "" {
 			gobin = filepath.Join(root, "bin", "go")
 		}
-		cmd := exec.Command(gobin, "build", "-o", path, "./cmd/echoserve")
+		cmd := exec.Command(gobin, "build", "-o", path, "./cmd/serve")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			launcher.err = fmt.Errorf("go build ./cmd/echoserve: %v\n%s", err, out)
+			launcher.err = fmt.Errorf("go build ./cmd/serve: %v\n%s", err, out)
 			return
 		}
 		launcher.path = path
@@ -69,6 +70,7 @@ type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *capped
+	lines  chan string // stdout after the address line; closed at end-of-file
 	addr   string
 	done   chan struct{} // closed once Wait has returned
 	err    error         // Wait's result, valid after done
@@ -100,7 +102,7 @@ func startChild(path string, args, env []string, cpu int, timeout time.Duration)
 		return nil, err
 	}
 	cmd.Stdout = pw
-	c := &child{cmd: cmd, stdin: stdin, stderr: &capped{max: 64 << 10}, done: make(chan struct{})}
+	c := &child{cmd: cmd, stdin: stdin, stderr: &capped{max: 64 << 10}, done: make(chan struct{}), lines: make(chan string, 16)}
 	cmd.Stderr = c.stderr
 	err = startOn(cmd, cpu)
 	pw.Close() // the child holds its own copy
@@ -122,7 +124,14 @@ func startChild(path string, args, env []string, cpu int, timeout time.Duration)
 		} else {
 			line <- ""
 		}
-		io.Copy(io.Discard, pr) // until the child exits
+		for sc.Scan() { // answers, until the child exits
+			select {
+			case c.lines <- sc.Text():
+			default: // nobody asked: drop it
+			}
+		}
+		close(c.lines)
+		io.Copy(io.Discard, pr)
 	}()
 	name := filepath.Base(path) + " " + strings.Join(args, " ")
 	select {
@@ -170,6 +179,40 @@ func startOn(cmd *exec.Cmd, cpu int) error {
 		return fmt.Errorf("restore the forking thread's CPU mask: %w", rerr)
 	}
 	return err
+}
+
+// ask sends cmd on the child's stdin (the launcher's protocol, see
+// cmd/serve) and returns its one-line answer's fields "key=value" after the
+// answer's first word, which must be want.
+func (c *child) ask(cmd, want string) (map[string]float64, error) {
+	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
+		return nil, fmt.Errorf("server process %d: send %q: %w", c.Pid(), cmd, err)
+	}
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			return nil, fmt.Errorf("server process %d exited before answering %q; stderr:\n%s", c.Pid(), cmd, c.stderr)
+		}
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != want {
+			return nil, fmt.Errorf("server process %d answered %q to %q, want %q ...", c.Pid(), l, cmd, want)
+		}
+		kv := map[string]float64{}
+		for _, p := range f[1:] {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok {
+				continue
+			}
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, fmt.Errorf("server process %d: %q in %q", c.Pid(), p, l)
+			}
+			kv[k] = x
+		}
+		return kv, nil
+	case <-time.After(10 * time.Second):
+		return nil, fmt.Errorf("server process %d did not answer %q within 10s", c.Pid(), cmd)
+	}
 }
 
 // stop asks the child to exit by closing its stdin and waits for it, up to

@@ -3,21 +3,19 @@
 package peers
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gracepoll/gracepoll/examples/echo/loadgen"
+	"github.com/gracepoll/gracepoll/poller"
 )
 
 // serverProfileDir, if set, makes BenchmarkConnCycle run every server with
@@ -32,7 +30,7 @@ const cycleSize = 64 // bytes echoed per connection
 
 // BenchmarkConnCycle measures each server's CPU time per connection cycle,
 // with the server and the client in separate processes on separate cores:
-// the server is cmd/echoserve, a child process pinned to one CPU with
+// the server is cmd/serve, a child process pinned to one CPU with
 // GOMAXPROCS=1; this process, the client, is pinned to another CPU.
 // -cycleworkers goroutines (4) each dial, write 64 bytes, read the
 // 64-byte echo back (checked byte for byte) and close, b.N cycles in all, so
@@ -52,6 +50,10 @@ const cycleSize = 64 // bytes echoed per connection
 //   - client-util-%: this process's CPU time over the same wall time; near
 //     100 the client was the bottleneck (and its core was never idle).
 //   - cycles/s, and p50-µs and p99-µs: the client's cycle latency.
+//   - release-p50-µs and release-p99-µs, for the servers on gracepoll's
+//     poller: Delete to the start of the release (conn's OnClose) of the
+//     connections of the window (the poller's last 4096), as the server
+//     reports it (poller.Stats.ReleaseLatency, the launcher's "latency").
 //
 // The loopback's kernel work runs on the sending side's CPU: the handshake
 // and the request's delivery are the client's, the reply's delivery is the
@@ -62,48 +64,21 @@ const cycleSize = 64 // bytes echoed per connection
 //
 //	go test -run '^$' -bench ConnCycle -benchtime=3s -count=3 .
 func BenchmarkConnCycle(b *testing.B) {
-	serverCPU, clientCPU, err := twoCPUs()
-	if err != nil {
-		b.Skip(err)
+	serverCPU, ok := pinClient(b, *cycleWorkers) // a P per blocked worker
+	if !ok {
+		return
 	}
-	path, err := buildLauncher()
-	if err != nil {
-		b.Fatal(err)
-	}
-	// This process is the client, on one CPU.
-	var orig unix.CPUSet // this thread's, which is the process's
-	if err := unix.SchedGetaffinity(0, &orig); err != nil {
-		b.Fatal(err)
-	}
-	if err := PinProcessToCPU(clientCPU); err != nil {
-		b.Fatal(err)
-	}
-	procs := runtime.GOMAXPROCS(*cycleWorkers) // a P per blocked worker
-	b.Cleanup(func() {
-		runtime.GOMAXPROCS(procs)
-		if err := PinProcess(&orig); err != nil {
-			b.Errorf("restore CPU affinity: %v", err)
-		}
-	})
-
-	for _, s := range Servers {
+	for _, s := range OfKind("echo") {
 		var srv *child
 		b.Run(s.Name, func(b *testing.B) {
 			if srv == nil {
-				args := []string{"-server", s.Name, "-cpu", fmt.Sprint(serverCPU)}
+				var args []string
 				if *serverProfileDir != "" {
 					args = append(args, "-cpuprofile", filepath.Join(*serverProfileDir, s.Name+".pprof"))
 				}
-				c, err := startChild(path, args, []string{"GOMAXPROCS=1"}, serverCPU, startTimeout)
-				if err != nil {
-					b.Fatal(err)
-				}
-				srv = c
-				if err := checkPinned(srv.Pid(), serverCPU); err != nil {
-					b.Fatal(err)
-				}
+				srv = startServer(b, s.Name, serverCPU, args...)
 			}
-			m, err := connCycles(srv.addr, srv.Pid(), *cycleWorkers, b.N, b)
+			m, err := connCycles(srv, *cycleWorkers, b.N, b)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,6 +88,10 @@ func BenchmarkConnCycle(b *testing.B) {
 			b.ReportMetric(float64(b.N)/m.wall.Seconds(), "cycles/s")
 			b.ReportMetric(m.p50.Seconds()*1e6, "p50-µs")
 			b.ReportMetric(m.p99.Seconds()*1e6, "p99-µs")
+			if m.release.Samples > 0 {
+				b.ReportMetric(m.release.P50.Seconds()*1e6, "release-p50-µs")
+				b.ReportMetric(m.release.P99.Seconds()*1e6, "release-p99-µs")
+			}
 		})
 		if srv != nil {
 			if err := srv.stop(); err != nil {
@@ -165,10 +144,11 @@ func checkPinned(pid, cpu int) error {
 
 // cycleResult is what one run of connCycles measured.
 type cycleResult struct {
-	serverCPU time.Duration // the server's CPU time over the window
-	clientCPU time.Duration // this process's CPU time during the cycles
-	wall      time.Duration // wall time of the cycles
-	p50, p99  time.Duration // client cycle latency
+	serverCPU time.Duration  // the server's CPU time over the window
+	clientCPU time.Duration  // this process's CPU time during the cycles
+	wall      time.Duration  // wall time of the cycles
+	p50, p99  time.Duration  // client cycle latency
+	release   poller.Latency // the server's release latency; Samples 0 if it has no poller
 }
 
 // warmCycles are run, untimed, just before every timed window: a server
@@ -176,30 +156,36 @@ type cycleResult struct {
 // slower for its first connections, which would weigh on a small b.N.
 const warmCycles = 100
 
-// connCycles runs n connection cycles against addr over workers goroutines
-// and measures the CPU time of process pid meanwhile. b, if not nil, has its
-// timer running only during the n cycles.
+// connCycles runs n connection cycles against srv over workers goroutines
+// and measures its CPU time meanwhile. b, if not nil, has its timer running
+// only during the n cycles.
 //
 // The window: wait until the server is quiet, run warmCycles untimed,
-// read the server's CPU time, run the n cycles, wait until the server is
-// quiet again (its work for the last connections, reading end-of-file,
-// deleting, releasing, closing, may still be running) and read its CPU
-// time again. The warm-up's tail falls into the window as the window's own
-// tail would fall into the next in a continuous run.
-func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, error) {
+// reset the server's statistics and read its CPU time, run the n cycles,
+// wait until the server is quiet again (its work for the last connections,
+// reading end-of-file, deleting, releasing, closing, may still be running)
+// and read its CPU time and release latency. The warm-up's tail falls into
+// the window as the window's own tail would fall into the next in a
+// continuous run.
+func connCycles(srv *child, workers, n int, b *testing.B) (cycleResult, error) {
 	var r cycleResult
 	if b != nil {
 		b.StopTimer()
+		b.ResetTimer() // the set-up before this call is not the benchmark's
 	}
-	d, err := newDialer(addr)
+	pid := srv.Pid()
+	d, err := loadgen.NewCycler(srv.addr, ioTimeout)
 	if err != nil {
 		return r, err
 	}
 	if err := quiet(pid); err != nil {
 		return r, err
 	}
-	if _, _, err := d.run(workers, warmCycles); err != nil {
+	if _, _, err := d.Run(workers, warmCycles, cycleSize); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := srv.ask("reset", "ok"); err != nil {
+		return r, err
 	}
 	cpu0, err := ProcessCPUTime(pid)
 	if err != nil {
@@ -212,7 +198,7 @@ func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, er
 	if b != nil {
 		b.StartTimer()
 	}
-	wall, lat, err := d.run(workers, n)
+	wall, lat, err := d.Run(workers, n, cycleSize)
 	if b != nil {
 		b.StopTimer()
 	}
@@ -237,126 +223,17 @@ func connCycles(addr string, pid, workers, n int, b *testing.B) (cycleResult, er
 		r.p50 = lat[len(lat)/2]
 		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
+	if l, err := srv.ask("latency", "latency"); err != nil {
+		return r, err
+	} else if l["samples"] > 0 {
+		r.release = poller.Latency{
+			Samples: int(l["samples"]),
+			P50:     time.Duration(l["p50-ns"]),
+			P99:     time.Duration(l["p99-ns"]),
+			Max:     time.Duration(l["max-ns"]),
+		}
+	}
 	return r, nil
-}
-
-// run runs n cycles over workers goroutines, each one cycle at a time,
-// taking cycles from a shared budget so that the run ends with no
-// straggler. It returns the wall time and every cycle's latency, and fails
-// on the first error or on any reply that differs from its request.
-func (d *dialer) run(workers, n int) (time.Duration, []time.Duration, error) {
-	var (
-		budget     atomic.Int64
-		mismatches atomic.Int64
-		wg         sync.WaitGroup
-		errOnce    sync.Once
-		firstErr   error
-		lat        = make([][]time.Duration, workers)
-	)
-	budget.Store(int64(n))
-	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			msg, reply := make([]byte, cycleSize), make([]byte, cycleSize)
-			ls := make([]time.Duration, 0, n/workers+1)
-			for i := uint64(1); budget.Add(-1) >= 0; i++ {
-				fill(msg, uint64(w+1)<<32|i, i)
-				t0 := time.Now()
-				if err := d.cycle(msg, reply); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					return
-				}
-				ls = append(ls, time.Since(t0))
-				if !bytes.Equal(msg, reply) {
-					mismatches.Add(1)
-				}
-			}
-			lat[w] = ls
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(start)
-	if firstErr != nil {
-		return wall, nil, firstErr
-	}
-	if m := mismatches.Load(); m > 0 {
-		return wall, nil, fmt.Errorf("%d of %d replies differ from their requests", m, n)
-	}
-	return wall, slices.Concat(lat...), nil
-}
-
-// dialer is the client side of a connection cycle, in blocking system
-// calls: on loopback the handshake completes inside connect(2), and a
-// worker blocked in read(2) holds its own thread and P (the client runs
-// GOMAXPROCS=workers), so the client spends its core on the sockets rather
-// than on the runtime's netpoller. Every call is bounded by ioTimeout
-// (SO_SNDTIMEO, SO_RCVTIMEO; connect obeys the first).
-type dialer struct {
-	sa unix.SockaddrInet4
-	tv unix.Timeval
-}
-
-func newDialer(addr string) (*dialer, error) {
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || !ap.Addr().Is4() {
-		return nil, fmt.Errorf("server address %q: want IPv4 host:port (%v)", addr, err)
-	}
-	return &dialer{
-		sa: unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())},
-		tv: unix.NsecToTimeval(ioTimeout.Nanoseconds()),
-	}, nil
-}
-
-// cycle is one connection: dial, write msg, read len(msg) bytes into reply,
-// close (the client closes first, so the server reads end-of-file).
-func (d *dialer) cycle(msg, reply []byte) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &d.tv); err != nil {
-		return err
-	}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &d.tv); err != nil {
-		return err
-	}
-	if err := retry(func() error { return unix.Connect(fd, &d.sa) }); err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	for done := 0; done < len(msg); {
-		var n int
-		err := retry(func() (err error) { n, err = unix.Write(fd, msg[done:]); return err })
-		if err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-		done += n
-	}
-	for done := 0; done < len(reply); {
-		var n int
-		err := retry(func() (err error) { n, err = unix.Read(fd, reply[done:]); return err })
-		switch {
-		case err == unix.EAGAIN:
-			return fmt.Errorf("read: no reply within %v", ioTimeout)
-		case err != nil:
-			return fmt.Errorf("read: %w", err)
-		case n == 0:
-			return fmt.Errorf("read: end-of-file after %d of %d bytes", done, len(reply))
-		}
-		done += n
-	}
-	return nil
-}
-
-// retry calls f again while it fails with EINTR.
-func retry(f func() error) error {
-	for {
-		if err := f(); err != unix.EINTR {
-			return err
-		}
-	}
 }
 
 // quiet waits until process pid uses less than 1% of a CPU over 5 ms, for
@@ -412,11 +289,11 @@ func TestProcessCPUTime(t *testing.T) {
 
 // TestConnCycleLauncher runs a few connection cycles against a server in
 // its own process, as BenchmarkConnCycle does, and checks that a server
-// that does not start is an error, not a hang. It builds cmd/echoserve
+// that does not start is an error, not a hang. It builds cmd/serve
 // (a few seconds on a cold build cache), so -short skips it.
 func TestConnCycleLauncher(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds cmd/echoserve")
+		t.Skip("builds cmd/serve")
 	}
 	path, err := buildLauncher()
 	if err != nil {
@@ -430,12 +307,37 @@ func TestConnCycleLauncher(t *testing.T) {
 	if err := checkPinned(srv.Pid(), 0); err != nil {
 		t.Error(err)
 	}
-	r, err := connCycles(srv.addr, srv.Pid(), 2, 50, nil)
+	r, err := connCycles(srv, 2, 50, nil)
 	if err != nil {
 		t.Error(err)
 	}
 	if r.serverCPU <= 0 || r.serverCPU > r.wall+time.Second {
 		t.Errorf("server CPU %v over %v of cycles", r.serverCPU, r.wall)
+	}
+	if r.release.Samples != 0 {
+		t.Errorf("net server reported release latencies: %+v", r.release)
+	}
+	if m, err := srv.ask("mem", "mem"); err != nil || m["heap-inuse"] <= 0 || m["goroutines"] < 1 {
+		t.Errorf("mem: %v, %v", m, err)
+	}
+	if _, err := srv.ask("nonsense", "ok"); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("unknown command: %v", err)
+	}
+	if err := srv.stop(); err != nil {
+		t.Error(err)
+	}
+
+	// A server on the poller reports the release latency of the cycles.
+	srv, err = startChild(path, []string{"-server", "gracepoll-conn", "-cpu", "0"}, []string{"GOMAXPROCS=1"}, 0, startTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = connCycles(srv, 2, 50, nil)
+	if err != nil {
+		t.Error(err)
+	}
+	if r.release.Samples < 40 || r.release.P50 <= 0 || r.release.P99 < r.release.P50 {
+		t.Errorf("gracepoll-conn release latency over 50 cycles: %+v", r.release)
 	}
 	if err := srv.stop(); err != nil {
 		t.Error(err)

@@ -20,10 +20,11 @@ import (
 // NetEcho is the plain Go server: one goroutine per connection on the
 // runtime's own netpoller.
 type NetEcho struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	ln        net.Listener
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+	serveConn func(net.Conn) // the protocol; nil: echo
 }
 
 // NewNetEcho starts the net server on 127.0.0.1, on a free port.
@@ -77,6 +78,10 @@ func (s *NetEcho) serve(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
+	if s.serveConn != nil {
+		s.serveConn(c)
+		return
+	}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := c.Read(buf)
@@ -89,9 +94,10 @@ func (s *NetEcho) serve(c net.Conn) {
 	}
 }
 
-// GnetEcho is an echo server on gnet v2 with one event loop per core
-// (WithMulticore), its usual production setting.
-type GnetEcho struct {
+// gnetServer runs a gnet v2 engine with one event loop per core
+// (WithMulticore), its usual production setting, on 127.0.0.1 on a free
+// port. The handler embeds it for OnBoot.
+type gnetServer struct {
 	gnet.BuiltinEventEngine
 	eng    gnet.Engine
 	addr   string
@@ -99,37 +105,56 @@ type GnetEcho struct {
 	done   chan error
 }
 
-// NewGnetEcho starts the gnet server on 127.0.0.1, on a free port.
-func NewGnetEcho() (*GnetEcho, error) {
-	s := &GnetEcho{booted: make(chan struct{}), done: make(chan error, 1)}
+// start runs h (which embeds g) and waits until it listens.
+func (g *gnetServer) start(h gnet.EventHandler) error {
+	g.booted, g.done = make(chan struct{}), make(chan error, 1)
 	go func() {
-		s.done <- gnet.Run(s, "tcp://127.0.0.1:0",
+		g.done <- gnet.Run(h, "tcp://127.0.0.1:0",
 			gnet.WithMulticore(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLogger(errorsOnly{}))
 	}()
 	select {
-	case <-s.booted:
-	case err := <-s.done:
-		return nil, fmt.Errorf("gnet: %w", err)
+	case <-g.booted:
+	case err := <-g.done:
+		return fmt.Errorf("gnet: %w", err)
 	case <-time.After(10 * time.Second):
-		return nil, errors.New("gnet: did not boot in 10s")
+		return errors.New("gnet: did not boot in 10s")
 	}
 	// The port is known only once bound: read it from a duplicate of the
 	// listening socket.
-	fd, err := s.eng.Dup()
+	fd, err := g.eng.Dup()
 	if err != nil {
-		s.Close()
-		return nil, err
+		g.Close()
+		return err
 	}
 	defer unix.Close(fd)
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		s.Close()
-		return nil, err
+		g.Close()
+		return err
 	}
-	s.addr = fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
-	return s, nil
+	g.addr = fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
+	return nil
+}
+
+// OnBoot records the engine.
+func (g *gnetServer) OnBoot(eng gnet.Engine) gnet.Action {
+	g.eng = eng
+	close(g.booted)
+	return gnet.None
+}
+
+// Addr returns the server's address.
+func (g *gnetServer) Addr() string { return g.addr }
+
+// Close stops the engine.
+func (g *gnetServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := g.eng.Stop(ctx)
+	<-g.done
+	return err
 }
 
 // errorsOnly is a gnet logger that keeps errors and drops the rest, so that
@@ -144,11 +169,16 @@ func (errorsOnly) Fatalf(format string, a ...any) { log.Fatalf("gnet: "+format, 
 
 var _ logging.Logger = errorsOnly{}
 
-// OnBoot records the engine.
-func (s *GnetEcho) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
-	close(s.booted)
-	return gnet.None
+// GnetEcho is an echo server on gnet v2.
+type GnetEcho struct{ gnetServer }
+
+// NewGnetEcho starts the gnet server on 127.0.0.1, on a free port.
+func NewGnetEcho() (*GnetEcho, error) {
+	s := &GnetEcho{}
+	if err := s.start(s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // OnTraffic echoes what arrived.
@@ -158,18 +188,6 @@ func (s *GnetEcho) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	return gnet.None
-}
-
-// Addr returns the server's address.
-func (s *GnetEcho) Addr() string { return s.addr }
-
-// Close stops the engine.
-func (s *GnetEcho) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := s.eng.Stop(ctx)
-	<-s.done
-	return err
 }
 
 // NetpollEcho is an echo server on cloudwego/netpoll with its default

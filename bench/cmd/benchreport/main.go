@@ -56,8 +56,12 @@ func fatal(err error) {
 }
 
 // results maps a benchmark name (without the -GOMAXPROCS suffix) and a unit
-// to every value reported for it, one per run.
+// to every value reported for it, one per run. A benchmark that skipped
+// has its message under the pseudo-unit "skip" in skips.
 type results map[string]map[string][]float64
+
+// skips maps a skipped benchmark's name to the message it skipped with.
+var skips = map[string]string{}
 
 // parse reads standard benchmark lines:
 //
@@ -68,7 +72,22 @@ func parse(r io.Reader) (results, error) {
 	res := results{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	skipped := "" // the benchmark of a "--- SKIP:" line, until its message
 	for sc.Scan() {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "--- SKIP: "); ok {
+			skipped = strings.Fields(name + " ?")[0]
+			skips[skipped] = "skipped"
+			continue
+		}
+		if skipped != "" {
+			// The message: "    file.go:NN: text".
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(sc.Text(), " ") && line != "" {
+				if _, msg, ok := strings.Cut(line, ": "); ok {
+					skips[skipped] = msg
+				}
+			}
+			skipped = ""
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || len(f)%2 != 0 {
 			continue

@@ -32,6 +32,12 @@ var (
 	}
 	scaleK       = []int{100, 1000, 4000, 16000}
 	echoServers  = []string{"gracepoll-conn", "gracepoll-shared", "gracepoll-per-waiter", "net", "gnet", "netpoll"}
+	echoConns    = []int{50, 500}
+	kvServers    = []string{"kv-conn", "kv-net", "kv-gnet"}
+	kvClients    = []int{50, 500}
+	kvPipelines  = []int{1, 16}
+	kvTests      = []string{"PING_INLINE", "PING_MBULK", "SET", "GET"}
+	idleCounts   = []int{1000, 10000}
 	reclaimKinds = []string{"passbuck", "passbuck-classic", "epoch"}
 	reclaimOps   = []string{"QuiesceIdle", "RetireOnly", "Retire", "RetireParallel", "GracePeriodOffline", "GracePeriodQuiescing"}
 )
@@ -63,6 +69,8 @@ func render(w io.Writer, r results, m meta) []target {
 	renderScale(w, r)
 	targets = append(targets, renderEcho(w, r)...)
 	targets = append(targets, renderConnCycle(w, r)...)
+	targets = append(targets, renderKV(w, r)...)
+	targets = append(targets, renderMemory(w, r)...)
 	renderReclaim(w, r)
 	fmt.Fprintf(w, "## Targets\n\n| target | measured | verdict | why, where missed |\n|---|---|---|---|\n")
 	for _, t := range targets {
@@ -336,122 +344,6 @@ func renderScale(w io.Writer, r results) {
 	}
 	fmt.Fprintln(w)
 }
-
-func renderEcho(w io.Writer, r results) []target {
-	fmt.Fprintf(w, "## 5. Echo servers, one client\n\n")
-	fmt.Fprintf(w, "The same client against each server on 127.0.0.1 (module `bench/peers`): 500 connections "+
-		"ping-ponging 64-byte messages (msgs/s), and 8 goroutines each dialling, echoing one message and "+
-		"closing (conns/s). Every reply is checked byte for byte. Client and server share the machine's cores, "+
-		"so the client's own cost is in every figure alike and compresses the ratios toward 1 "+
-		"(`BenchmarkEcho`). gracepoll-conn is the examples/echo server (a conn.Handler, package conn, default options); gracepoll-per-waiter is its raw-poller server on default options (per-waiter sets); "+
-		"gracepoll-shared the same on one shared set. net is one goroutine per connection; gnet v2.9.7 runs one event loop per "+
-		"core (WithMulticore); cloudwego/netpoll v0.7.2 runs its defaults.\n\n")
-	fmt.Fprintf(w, "| server | msgs/s | vs gnet | vs net | conns/s | vs gnet | vs net |\n|---|---|---|---|---|---|---|\n")
-	get := func(s, kind, unit string) (float64, bool) {
-		return r.get("BenchmarkEcho/"+s+"/"+kind, unit)
-	}
-	gm, okgm := get("gnet", "pingpong", "msgs/s")
-	nm, oknm := get("net", "pingpong", "msgs/s")
-	gc, okgc := get("gnet", "churn", "conns/s")
-	nc, oknc := get("net", "churn", "conns/s")
-	rel := func(v, base float64, ok bool) string {
-		if !ok || base == 0 {
-			return dash
-		}
-		return ratio(v / base)
-	}
-	for _, s := range echoServers {
-		m, okm := get(s, "pingpong", "msgs/s")
-		c, okc := get(s, "churn", "conns/s")
-		if !okm && !okc {
-			fmt.Fprintf(w, "| %s | not run | | | | | |\n", s)
-			continue
-		}
-		num := func(v float64, ok bool) string {
-			if !ok {
-				return dash
-			}
-			return fmtNum(v)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", s,
-			num(m, okm), rel(m, gm, okgm && okm), rel(m, nm, oknm && okm),
-			num(c, okc), rel(c, gc, okgc && okc), rel(c, nc, oknc && okc))
-	}
-	fmt.Fprintln(w)
-	var ts []target
-	if m, ok := get("gracepoll-per-waiter", "pingpong", "msgs/s"); ok && okgm && oknm {
-		ts = append(ts,
-			target{"echo msgs/s (examples/echo server, default options: per-waiter sets) >= gnet", fmt.Sprintf("%s of gnet", ratio(m/gm)), m >= gm, echoWhy},
-			target{"echo msgs/s (examples/echo server, default options: per-waiter sets) >= 1.2x net", fmt.Sprintf("%s of net", ratio(m/nm)), m >= 1.2*nm, echoWhy})
-	}
-	if m, ok := get("gracepoll-shared", "pingpong", "msgs/s"); ok && okgm && oknm {
-		ts = append(ts,
-			target{"echo msgs/s (shared set) >= gnet", fmt.Sprintf("%s of gnet", ratio(m/gm)), m >= gm, echoWhy},
-			target{"echo msgs/s (shared set) >= 1.2x net", fmt.Sprintf("%s of net", ratio(m/nm)), m >= 1.2*nm, echoWhy})
-	}
-	return ts
-}
-
-// echoWhy explains an echo miss with what is known of the set-up.
-const echoWhy = "client and server share two cores in one process, so the client's cost, the same for every server, " +
-	"dominates. net's goroutines park in the runtime's netpoller and hold no P while idle; a waiter blocked in " +
-	"epoll_wait holds its P until the runtime's sysmon retakes it, which can delay the client's goroutines " +
-	"(gnet's event loops block the same way). On the shared set each message also pays an EPOLL_CTL_MOD re-arm. " +
-	"Rounds differ by a good part of the gaps: compare them in the raw output."
-
-func renderConnCycle(w io.Writer, r results) []target {
-	fmt.Fprintf(w, "## 6. Server CPU per connection, server and client on separate cores\n\n")
-	fmt.Fprintf(w, "Each server runs in a process of its own (`bench/peers/cmd/echoserve`) pinned to one CPU with "+
-		"GOMAXPROCS=1; the client, pinned to the other CPU, runs 4 goroutines each dialling, writing 64 bytes, "+
-		"reading the echo back (checked byte for byte) and closing. One client core may not saturate a server, "+
-		"so the figure that ranks them is the server's CPU time (user and system, all its threads) per "+
-		"connection cycle, lower is better; server util is that CPU time over the wall time (near 100%%: the "+
-		"server was the bottleneck), client util the client's (near 100%%: the client was; both well below "+
-		"100%% means stalls, as when other processes take the cores). The loopback's kernel work runs on the sending side: the handshake and the "+
-		"request are delivered on the client's CPU, the reply on the server's, alike for every server "+
-		"(`BenchmarkConnCycle`; medians over rounds). Same servers and configurations as section 5.\n\n")
-	fmt.Fprintf(w, "| server | server CPU µs/cycle | vs gnet | vs net | server util %% | client util %% | cycles/s | rounds |\n|---|---|---|---|---|---|---|---|\n")
-	get := func(s, unit string) (float64, bool) { return r.get("BenchmarkConnCycle/"+s, unit) }
-	gc, okg := get("gnet", "server-cpu-µs/cycle")
-	nc, okn := get("net", "server-cpu-µs/cycle")
-	rel := func(v, base float64, ok bool) string {
-		if !ok || base == 0 {
-			return dash
-		}
-		return ratio(v / base)
-	}
-	num := func(v float64, ok bool) string {
-		if !ok {
-			return dash
-		}
-		return fmtNum(v)
-	}
-	for _, s := range echoServers {
-		c, ok := get(s, "server-cpu-µs/cycle")
-		if !ok {
-			fmt.Fprintf(w, "| %s | not run | | | | | | |\n", s)
-			continue
-		}
-		u, oku := get(s, "server-util-%")
-		cu, okcu := get(s, "client-util-%")
-		cy, okc := get(s, "cycles/s")
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", s, fmtNum(c), rel(c, gc, okg), rel(c, nc, okn),
-			num(u, oku), num(cu, okcu), num(cy, okc), r.runs("BenchmarkConnCycle/"+s, "server-cpu-µs/cycle"))
-	}
-	fmt.Fprintln(w)
-	var ts []target
-	if c, ok := get("gracepoll-per-waiter", "server-cpu-µs/cycle"); ok && okg {
-		ts = append(ts, target{"server CPU per connection cycle (examples/echo server, default options: per-waiter sets) <= gnet",
-			fmt.Sprintf("%s µs vs %s µs: %s of gnet", fmtNum(c), fmtNum(gc), ratio(c/gc)), c <= gc, connCycleWhy})
-	}
-	return ts
-}
-
-// connCycleWhy says where to look when the connection-cycle target is missed.
-const connCycleWhy = "the cost is the server's own work per connection (accept, registration, Delete, release, close, " +
-	"and what the example records per connection); profile it with " +
-	"`cd bench/peers && go test -run '^$' -bench 'ConnCycle/gracepoll-per-waiter$' -benchtime=100000x -serverprofile DIR` " +
-	"and `go tool pprof -top DIR/gracepoll-per-waiter.pprof`."
 
 func renderReclaim(w io.Writer, r results) {
 	fmt.Fprintf(w, "## Reclaimer primitives\n\n")

@@ -108,7 +108,10 @@ func (d *Cycler) Cycle(msg, reply []byte) error {
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &d.tv); err != nil {
 		return err
 	}
-	if err := retry(func() error { return unix.Connect(fd, &d.sa) }); err != nil {
+	// A copy per call: Connect encodes the address into the
+	// SockaddrInet4 itself, so concurrent cycles must not share one.
+	sa := d.sa
+	if err := retry(func() error { return unix.Connect(fd, &sa) }); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	for done := 0; done < len(msg); {

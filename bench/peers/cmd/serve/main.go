@@ -1,26 +1,38 @@
 //go:build linux
 
-// Command echoserve runs one of the echo servers of bench/peers in a process
-// of its own, for BenchmarkConnCycle: the server on one core, the client on
-// another, so that neither steals CPU from the other and the server's CPU
-// time per connection can be read from outside.
+// Command serve runs one of the servers of bench/peers in a process of its
+// own, for the benchmarks: the server on one core, the client on another,
+// so that neither steals CPU from the other and the server's CPU time and
+// memory can be read from outside.
 //
-//	GOMAXPROCS=1 echoserve -server gracepoll-per-waiter -cpu 0 [-cpuprofile f]
+//	GOMAXPROCS=1 serve -server gracepoll-conn -cpu 0 [-cpuprofile f]
 //
 // It pins every thread of the process to the CPU given by -cpu (-1 leaves
-// the affinity alone), starts the server on 127.0.0.1 on a free port,
-// prints "addr 127.0.0.1:port" on stdout, and serves until its stdin reaches
-// end-of-file (the parent closed it or died) or it receives SIGTERM or
-// SIGINT. Then it closes the server and exits 0. Errors go to stderr with
-// exit status 1 (2 for bad flags).
+// the affinity alone), starts the server on 127.0.0.1 on a free port and
+// prints "addr 127.0.0.1:port" on stdout. Then it answers lines on stdin,
+// one line on stdout each:
+//
+//	mem      "mem heap-inuse=N heap-objects=N goroutines=N" after a GC
+//	         (runtime.ReadMemStats: the Go heap the server keeps)
+//	reset    "ok": starts a new statistics window of the server's poller
+//	         (poller.ResetStats), if it has one
+//	latency  "latency samples=N p50-ns=N p99-ns=N max-ns=N": the poller's
+//	         release latencies (Delete to the start of the release, which
+//	         is OnClose for a conn server) since the last reset, or
+//	         "latency none" for a server without a poller
+//
+// It serves until its stdin reaches end-of-file (the parent closed it or
+// died) or it receives SIGTERM or SIGINT. Then it closes the server and
+// exits 0. Errors go to stderr with exit status 1 (2 for bad flags).
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -42,7 +54,7 @@ func main() {
 	}
 	s, ok := peers.Lookup(*name)
 	if !ok {
-		fmt.Fprintf(os.Stderr, "echoserve: unknown server %q (known: %s)\n", *name, strings.Join(peers.Names(), ", "))
+		fmt.Fprintf(os.Stderr, "serve: unknown server %q (known: %s)\n", *name, strings.Join(peers.Names(), ", "))
 		os.Exit(2)
 	}
 	if *cpuprofile != "" {
@@ -74,17 +86,44 @@ func main() {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() { stop <- (<-sig).String() }()
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Println(answer(srv, sc.Text()))
+		}
 		stop <- "end of stdin"
 	}()
 	<-stop
 	signal.Stop(sig)
 	if err := srv.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "echoserve: close %s: %v\n", s.Name, err)
+		fmt.Fprintf(os.Stderr, "serve: close %s: %v\n", s.Name, err)
 	}
 }
 
+// answer runs one command of the stdin protocol.
+func answer(srv peers.Server, cmd string) string {
+	ps, hasPoller := srv.(peers.PollerServer)
+	switch strings.TrimSpace(cmd) {
+	case "mem":
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return fmt.Sprintf("mem heap-inuse=%d heap-objects=%d goroutines=%d", m.HeapInuse, m.HeapObjects, runtime.NumGoroutine())
+	case "reset":
+		if hasPoller {
+			ps.Poller().ResetStats()
+		}
+		return "ok"
+	case "latency":
+		if !hasPoller {
+			return "latency none"
+		}
+		l := ps.Poller().Stats().ReleaseLatency
+		return fmt.Sprintf("latency samples=%d p50-ns=%d p99-ns=%d max-ns=%d", l.Samples, l.P50.Nanoseconds(), l.P99.Nanoseconds(), l.Max.Nanoseconds())
+	}
+	return "error unknown command " + fmt.Sprintf("%q", cmd)
+}
+
 func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "echoserve:", err)
+	fmt.Fprintln(os.Stderr, "serve:", err)
 	os.Exit(1)
 }

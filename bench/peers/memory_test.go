@@ -1,0 +1,103 @@
+//go:build linux
+
+package peers
+
+import (
+	"fmt"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gracepoll/gracepoll/examples/echo/loadgen"
+)
+
+// idleCounts are the numbers of idle connections BenchmarkIdleMemory
+// holds open.
+var idleCounts = []int{1000, 10000}
+
+// BenchmarkIdleMemory measures what each echo server keeps per idle
+// connection. The server runs in a process of its own pinned to one CPU
+// with GOMAXPROCS=1 (cmd/serve); after a warm-up (64 connections opened,
+// echoed once and closed) the benchmark reads the server's resident set
+// (VmRSS of /proc/<pid>/status) and its Go heap in use after a GC (the
+// launcher's "mem": runtime.ReadMemStats' HeapInuse), opens n connections
+// that each echo one 64-byte message (checked) and then stay open and
+// silent, waits until the server is quiet and reads both again. It reports
+// the differences per connection, rss-B/conn and heap-B/conn. Every server
+// here is Go, so the heap is known for each; RSS counts what the heap does
+// not (goroutine stacks, for net), but not the kernel's socket and epoll
+// memory, the same for every server.
+//
+// Each side needs about n file descriptors: n at 10,000 is skipped, saying
+// so, if RLIMIT_NOFILE does not allow it. Run it with -benchtime=1x.
+func BenchmarkIdleMemory(b *testing.B) {
+	serverCPU, ok := pinClient(b, 2)
+	if !ok {
+		return
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range idleCounts {
+		for _, s := range OfKind("echo") {
+			b.Run(fmt.Sprintf("conns=%d/%s", n, s.Name), func(b *testing.B) {
+				// The Go runtime raises the soft limit to the hard one at
+				// start, in this process and in the server's.
+				if need := uint64(n + 256); lim.Cur < need || lim.Max < need {
+					b.Skipf("%d connections need about %d open files on each side; RLIMIT_NOFILE is %d (hard %d): skipped",
+						n, need, lim.Cur, lim.Max)
+				}
+				srv := startServer(b, s.Name, serverCPU)
+				defer func() {
+					if err := srv.stop(); err != nil {
+						b.Error(err)
+					}
+				}()
+				warm, err := loadgen.OpenIdle(srv.addr, 64, 64, 8, ioTimeout)
+				if err != nil {
+					b.Fatal(err)
+				}
+				warm.Close()
+				var rss, heap float64
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					if err := quiet(srv.Pid()); err != nil {
+						b.Fatal(err)
+					}
+					mem0, err := srv.ask("mem", "mem")
+					if err != nil {
+						b.Fatal(err)
+					}
+					rss0, err := vmRSS(srv.Pid())
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					idle, err := loadgen.OpenIdle(srv.addr, n, 64, 8, ioTimeout)
+					b.StopTimer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := quiet(srv.Pid()); err != nil {
+						b.Fatal(err)
+					}
+					mem1, err := srv.ask("mem", "mem")
+					if err != nil {
+						b.Fatal(err)
+					}
+					rss1, err := vmRSS(srv.Pid())
+					if err != nil {
+						b.Fatal(err)
+					}
+					idle.Close()
+					rss += float64(rss1-rss0) / float64(n)
+					heap += (mem1["heap-inuse"] - mem0["heap-inuse"]) / float64(n)
+				}
+				b.ReportMetric(rss/float64(b.N), "rss-B/conn")
+				b.ReportMetric(heap/float64(b.N), "heap-B/conn")
+			})
+		}
+	}
+}
