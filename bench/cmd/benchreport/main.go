@@ -27,12 +27,11 @@ func main() {
 	meta := flag.String("meta", "bench/results/meta.txt", "key: value lines about the run, from run.sh")
 	out := flag.String("out", "docs/benchmarks.md", "the Markdown file to write")
 	flag.Parse()
-	rf, err := os.Open(*raw)
+	data, err := os.ReadFile(*raw)
 	if err != nil {
 		fatal(err)
 	}
-	results, err := parse(rf)
-	rf.Close()
+	results, err := parse(strings.NewReader(string(data)))
 	if err != nil {
 		fatal(err)
 	}
@@ -42,12 +41,25 @@ func main() {
 	}
 	var b strings.Builder
 	targets := render(&b, results, m)
+	appendRaw(&b, data)
 	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
 		fatal(err)
 	}
 	for _, t := range targets {
 		fmt.Printf("%-8s %s: %s\n", strings.Trim(verdict(t.ok), "*"), t.what, t.measured)
 	}
+}
+
+// appendRaw appends the raw output the report was made from, folded: it is
+// benchstat-compatible as it stands (copy it into a file).
+func appendRaw(b *strings.Builder, data []byte) {
+	fmt.Fprintf(b, "## Raw output\n\nThe `go test -bench` output of the run, as bench/run.sh wrote it to bench/results/raw.txt "+
+		"(benchstat-compatible; not kept in the repository).\n\n<details><summary>%d lines</summary>\n\n```text\n%s",
+		strings.Count(string(data), "\n"), data)
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	b.WriteString("```\n\n</details>\n")
 }
 
 func fatal(err error) {

@@ -144,11 +144,12 @@ func renderEcho(w io.Writer, r results) []target {
 }
 
 // echoWhy explains an echo miss with what is known of the set-up.
-const echoWhy = "one client core (Go's net, a goroutine per connection) is the bottleneck for most servers (see client util): " +
-	"throughput then measures the client, and server CPU per message is the fairer figure; what remains is the server's " +
-	"own cost per message (a read, a write and the dispatch per message, plus the churn's accepts and closes). Rounds " +
-	"differ by a good part of the gaps: compare them in the raw output, and profile the server with " +
-	"`go tool pprof` on `serve -cpuprofile`."
+const echoWhy = "one client core (Go's net, a goroutine per connection, GOMAXPROCS=1) is the bottleneck for most servers " +
+	"(see client util): throughput then measures the client, whose cost per message depends on how the server's " +
+	"replies arrive (one netpoller wake-up per reply or several replies per wake-up), and server CPU per message is the " +
+	"fairer figure (see CPU eff.). The issue-9 targets above were set for an in-process client and are kept on " +
+	"throughput. Rounds differ by a good part of the gaps on this shared machine: compare them in the raw output, and " +
+	"profile a server with `serve -cpuprofile`."
 
 // layerWhy explains a miss against the raw-poller server.
 const layerWhy = "what package conn adds per message over the raw-poller server: the connection's mutex and open check " +
