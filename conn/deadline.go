@@ -22,7 +22,9 @@ import (
 // timed-out connection does. OnTimeout runs on the connection's waiter;
 // the handler may move the deadline (SetReadDeadline, SetWriteDeadline,
 // SetIdleTimeout) or close the connection. Without it the connection is
-// closed (Close: flush, FIN) with ReasonTimeout.
+// closed (Close: flush, FIN) with ReasonTimeout, or reset when the write
+// or idle deadline expired with output queued: that output is stuck, and
+// flushing it would only wait Options.FlushTimeout more.
 type Timeouter interface {
 	OnTimeout(c *Conn)
 }
@@ -129,11 +131,14 @@ func (c *Conn) fire() {
 	to, custom := c.h.(Timeouter)
 	if !custom {
 		c.s.timeouts.Add(1)
-		if c.state == stOpen {
+		// Output stuck for the write or idle deadline would not flush
+		// now either: reset rather than wait FlushTimeout more.
+		stuck := len(c.out) > 0 && (c.writeAt > 0 && c.writeAt <= now || c.idle > 0 && c.progress+c.idle <= now)
+		if c.state == stOpen && !stuck {
 			c.setReasonLocked(ReasonTimeout, nil)
 			c.closeLocked()
 		} else {
-			c.reason, c.err = ReasonTimeout, nil
+			c.reason, c.reasonSet, c.err = ReasonTimeout, true, nil
 			c.resetLocked()
 		}
 		c.mu.Unlock()
