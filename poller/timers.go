@@ -60,16 +60,11 @@ func (p *Poller) AfterFunc(h Handle, d time.Duration, f func()) (stop func() boo
 		return nil, err
 	}
 	defer p.ops.RUnlock(tok)
-	s := p.lookup(h)
-	if s == nil {
-		return nil, ErrStale
+	s, err := p.lockWork(h)
+	if err != nil {
+		return nil, err
 	}
-	s.settle()
-	s.workMu.Lock()
 	defer s.workMu.Unlock()
-	if !s.active(h.Gen()) {
-		return nil, ErrStale
-	}
 	rt := &regTimer{f: f}
 	s.timers = append(s.timers, rt)
 	rt.t = time.AfterFunc(max(d, 0), func() { p.fire(s, h, rt) })
@@ -84,6 +79,22 @@ func (p *Poller) AfterFunc(h Handle, d time.Duration, f func()) (stop func() boo
 		s.timers = slices.Delete(s.timers, i, i+1)
 		return true
 	}, nil
+}
+
+// lockWork returns h's slot with its workMu held, if h is active (after
+// an Add still in its EPOLL_CTL_ADD has finished).
+func (p *Poller) lockWork(h Handle) (*slot, error) {
+	s := p.lookup(h)
+	if s == nil {
+		return nil, ErrStale
+	}
+	s.settle()
+	s.workMu.Lock()
+	if !s.active(h.Gen()) {
+		s.workMu.Unlock()
+		return nil, ErrStale
+	}
+	return s, nil
 }
 
 // fire runs on the timer's goroutine: it marks the timer due and posts the
@@ -182,16 +193,11 @@ func (p *Poller) stopWork(s *slot) {
 // hang-up, panic or Close), for work tied to the registration. It returns
 // ErrStale for a deleted or stale handle.
 func (p *Poller) Context(h Handle) (context.Context, error) {
-	s := p.lookup(h)
-	if s == nil {
-		return nil, ErrStale
+	s, err := p.lockWork(h)
+	if err != nil {
+		return nil, err
 	}
-	s.settle()
-	s.workMu.Lock()
 	defer s.workMu.Unlock()
-	if !s.active(h.Gen()) {
-		return nil, ErrStale
-	}
 	if s.ctx == nil {
 		s.ctx, s.cancel = context.WithCancel(p.ctx)
 	}
