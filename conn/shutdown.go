@@ -42,9 +42,11 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 		conns = append(conns, c)
 		return true
 	})
+	dials := 0 // cancelled: never connections, neither drained nor forced
 	for _, c := range conns {
 		c.mu.Lock()
 		if c.dial != nil {
+			dials++
 			c.cancelDialLocked(closedError{"server is shutting down"})
 		} else if c.state == stOpen {
 			c.setReasonLocked(ReasonShutdown, nil)
@@ -59,9 +61,9 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 		case <-ctx.Done():
 			forced = int(s.open.Load())
 			s.Close()
-			return max(len(conns)-forced, 0), forced, ctx.Err()
+			return max(len(conns)-dials-forced, 0), forced, ctx.Err()
 		case <-tick.C:
 		}
 	}
-	return len(conns), 0, s.Close()
+	return len(conns) - dials, 0, s.Close()
 }
