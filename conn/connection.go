@@ -36,7 +36,7 @@ type Conn struct {
 	h   Handler
 	fd  int
 	hnd atomic.Uint64 // poller.Handle, set by Add or the first event
-	at  time.Time     // accepted
+	at  int64         // accepted, in Server.clock's time
 
 	open sync.Once // OnOpen
 
@@ -59,7 +59,6 @@ type Conn struct {
 	reason    Reason
 	reasonSet bool
 	err       error
-	flushStop func() bool // Close's flush timer
 
 	bytesIn, bytesOut atomic.Uint64
 	queued            atomic.Int64 // len(out), for Queued from any goroutine
@@ -67,20 +66,42 @@ type Conn struct {
 
 	value atomic.Pointer[any] // user value
 
-	// Deadlines (deadline.go), guarded by mu, in Server.clock's time;
-	// deadlines says one was ever set, so that a connection without any
-	// pays nothing on its reads.
-	deadlines       atomic.Bool
+	// deadlines says one was ever set (deadline.go), so that a
+	// connection without any pays nothing on its reads.
+	deadlines atomic.Bool
+
+	// What few connections need lives apart, allocated on first use
+	// under mu: an idle connection stays small.
+	*connExt
+
+	prev, next *Conn // in the server's list of live connections
+}
+
+// connExt is the part of a connection's state that only some need: timers
+// and deadlines, and a pending connect. Guarded by Conn.mu.
+type connExt struct {
+	flushStop func() bool // Close's flush timer
+
+	// Deadlines, in Server.clock's time (deadline.go).
 	idle, progress  int64
 	readAt, writeAt int64
 	timerAt         int64
 	timerStop       func() bool
 
-	// A dialled connection until its connect completes (dial.go),
-	// guarded by mu: dial receives the result once; dialFailed says no
-	// handler method may run for it.
+	// A dialled connection until its connect completes (dial.go): dial
+	// receives the result once; dialFailed says no handler method may
+	// run for it.
 	dial       chan error
 	dialFailed bool
+}
+
+// ext returns the connection's extension, made on first use. The caller
+// holds mu.
+func (c *Conn) ext() *connExt {
+	if c.connExt == nil {
+		c.connExt = new(connExt)
+	}
+	return c.connExt
 }
 
 func (c *Conn) handle() poller.Handle { return poller.Handle(c.hnd.Load()) }
@@ -297,7 +318,7 @@ func (c *Conn) closeLocked() {
 		return // ended already
 	}
 	if stop, err := c.s.p.AfterFunc(c.handle(), c.s.opts.FlushTimeout, c.flushTimedOut); err == nil {
-		c.flushStop = stop
+		c.ext().flushStop = stop
 	}
 	c.updateLocked()
 }
@@ -388,13 +409,15 @@ func (c *Conn) endLocked() {
 		return
 	}
 	c.state = stEnding
-	if c.flushStop != nil {
-		c.flushStop()
-		c.flushStop = nil
-	}
-	if c.timerStop != nil {
-		c.timerStop()
-		c.timerStop, c.timerAt = nil, 0
+	if x := c.connExt; x != nil {
+		if x.flushStop != nil {
+			x.flushStop()
+			x.flushStop = nil
+		}
+		if x.timerStop != nil {
+			x.timerStop()
+			x.timerStop, x.timerAt = nil, 0
+		}
 	}
 	if len(c.out) > 0 {
 		c.s.lostOutput.Add(uint64(len(c.out)))
@@ -480,7 +503,7 @@ func (c *Conn) Stats() Stats {
 		BytesIn:  c.bytesIn.Load(),
 		BytesOut: c.bytesOut.Load(),
 		Queued:   c.Queued(),
-		Age:      time.Since(c.at),
+		Age:      time.Duration(c.s.clock() - c.at),
 		Waiter:   int(c.waiter.Load()),
 	}
 }

@@ -41,7 +41,7 @@ func (c *Conn) SetIdleTimeout(d time.Duration) error {
 	if c.state >= stEnding {
 		return closedError{"is closed"}
 	}
-	c.idle = int64(d)
+	c.ext().idle = int64(d)
 	c.progress = c.s.clock()
 	c.deadlines.Store(true)
 	c.armLocked()
@@ -51,24 +51,25 @@ func (c *Conn) SetIdleTimeout(d time.Duration) error {
 // SetReadDeadline closes the connection (ReasonTimeout) if t passes before
 // input arrives; input after the call meets it. The zero time clears it.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	return c.setDeadline(&c.readAt, t)
+	return c.setDeadline(func(x *connExt) *int64 { return &x.readAt }, t)
 }
 
 // SetWriteDeadline closes the connection (ReasonTimeout) if t passes while
 // output is still queued. The zero time clears it.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	return c.setDeadline(&c.writeAt, t)
+	return c.setDeadline(func(x *connExt) *int64 { return &x.writeAt }, t)
 }
 
-func (c *Conn) setDeadline(at *int64, t time.Time) error {
+func (c *Conn) setDeadline(at func(*connExt) *int64, t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state >= stEnding {
 		return closedError{"is closed"}
 	}
-	*at = 0
+	c.ext()
+	*at(c.connExt) = 0
 	if !t.IsZero() {
-		*at = max(c.s.clockAt(t), 1)
+		*at(c.connExt) = max(c.s.clockAt(t), 1)
 		c.deadlines.Store(true)
 	}
 	c.armLocked()
@@ -83,6 +84,9 @@ func (s *Server) clockAt(t time.Time) int64 { return int64(t.Sub(s.base)) }
 
 // nextLocked returns the earliest deadline now in force, 0 if none.
 func (c *Conn) nextLocked() int64 {
+	if c.connExt == nil {
+		return 0
+	}
 	var next int64
 	consider := func(at int64) {
 		if at > 0 && (next == 0 || at < next) {
@@ -200,7 +204,7 @@ func (c *Conn) startDeadlines() {
 	}
 	c.mu.Lock()
 	now := c.s.clock()
-	c.idle, c.progress = int64(o.IdleTimeout), now
+	c.ext().idle, c.progress = int64(o.IdleTimeout), now
 	if o.ReadTimeout > 0 {
 		c.readAt = now + int64(o.ReadTimeout)
 	}

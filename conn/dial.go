@@ -61,7 +61,7 @@ func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (
 		return c, nil
 	case <-ctx.Done():
 		c.mu.Lock()
-		if c.dial != nil {
+		if c.connExt != nil && c.dial != nil {
 			c.cancelDialLocked(ctx.Err())
 		}
 		c.mu.Unlock()
@@ -76,7 +76,7 @@ func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (
 func (c *Conn) dialing() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dial != nil
+	return c.connExt != nil && c.dial != nil
 }
 
 // cancelDialLocked ends a pending connect with err: the registration is
@@ -93,8 +93,8 @@ func (c *Conn) cancelDialLocked(err error) {
 // connection's waiter. It reports whether the connection is open.
 func (s *Server) connected(c *Conn, e poller.Event) bool {
 	c.mu.Lock()
-	if c.dial == nil {
-		open := !c.dialFailed
+	if c.connExt == nil || c.dial == nil {
+		open := c.connExt == nil || !c.dialFailed
 		c.mu.Unlock()
 		return open
 	}

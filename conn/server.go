@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v3"
-
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -24,8 +22,8 @@ type Server struct {
 	listeners []*listener
 	closed    bool
 
-	conns *xsync.MapOf[*Conn, struct{}] // live, for Close
-	base  time.Time                     // Server.clock's origin
+	conns connList  // live, for Close and Shutdown
+	base  time.Time // Server.clock's origin
 
 	open, accepted                       atomic.Int64
 	closedBy                             [numReasons]atomic.Uint64
@@ -61,7 +59,7 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{h: h, opts: opts, p: p, conns: xsync.NewMapOf[*Conn, struct{}](), base: time.Now()}
+	s := &Server{h: h, opts: opts, p: p, base: time.Now()}
 	s.bufs = make([][]byte, p.Waiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, opts.ReadBuffer)
@@ -211,19 +209,22 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 	if s.opts.SendBuffer > 0 {
 		setSendBuffer(fd, s.opts.SendBuffer)
 	}
-	c := &Conn{s: s, h: h, fd: fd, at: time.Now(), events: events, dial: dial}
+	c := &Conn{s: s, h: h, fd: fd, at: s.clock(), events: events}
+	if dial != nil {
+		c.connExt = &connExt{dial: dial}
+	}
 	c.waiter.Store(-1)
 	s.open.Add(1)
-	s.conns.Store(c, struct{}{})
+	s.conns.add(c)
 	hnd, err := s.p.Add(poller.Registration{
 		FD:        fd,
 		Events:    events,
 		CloseFD:   testHookCloseFD(true),
-		OnEvent:   func(e poller.Event) { s.event(c, e) },
-		OnRelease: func(r poller.Released) { s.release(c, r) },
+		OnEvent:   c.onEvent,
+		OnRelease: c.onRelease,
 	})
 	if err != nil {
-		s.conns.Delete(c)
+		s.conns.remove(c)
 		s.open.Add(-1)
 		return nil, err
 	}
@@ -245,6 +246,62 @@ func (s *Server) openAccepted(c *Conn) {
 		}
 	}()
 	c.h.OnOpen(c)
+}
+
+// onEvent and onRelease are the connection's poller callbacks: method
+// values, one small allocation each.
+func (c *Conn) onEvent(e poller.Event)      { c.s.event(c, e) }
+func (c *Conn) onRelease(r poller.Released) { c.s.release(c, r) }
+
+// connList holds a server's live connections, in shards so that waiters
+// accepting and closing at once rarely meet on one lock, and intrusive, so
+// a connection costs two pointers rather than a map entry.
+type connList struct {
+	shards [16]struct {
+		mu   sync.Mutex
+		head *Conn
+		_    [48]byte // a cache line each
+	}
+}
+
+func (l *connList) add(c *Conn) {
+	sh := &l.shards[uint(c.fd)%uint(len(l.shards))]
+	sh.mu.Lock()
+	c.next = sh.head
+	if sh.head != nil {
+		sh.head.prev = c
+	}
+	sh.head = c
+	sh.mu.Unlock()
+}
+
+func (l *connList) remove(c *Conn) {
+	sh := &l.shards[uint(c.fd)%uint(len(l.shards))]
+	sh.mu.Lock()
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if sh.head == c {
+		sh.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+	sh.mu.Unlock()
+}
+
+// all returns the live connections now.
+func (l *connList) all() []*Conn {
+	var cs []*Conn
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for c := sh.head; c != nil; c = c.next {
+			cs = append(cs, c)
+		}
+		sh.mu.Unlock()
+	}
+	return cs
 }
 
 // event runs on the connection's waiter.
@@ -424,10 +481,10 @@ func (s *Server) peerClosed(c *Conn) {
 func (s *Server) release(c *Conn, r poller.Released) {
 	c.waiter.Store(int32(r.Waiter))
 	c.mu.Lock()
-	if c.dial != nil {
+	if c.connExt != nil && c.dial != nil {
 		c.cancelDialLocked(closedError{"server is closed"})
 	}
-	failedDial := c.dialFailed
+	failedDial := c.connExt != nil && c.dialFailed
 	c.state = stReleased
 	if len(c.out) > 0 {
 		s.lostOutput.Add(uint64(len(c.out)))
@@ -450,7 +507,7 @@ func (s *Server) release(c *Conn, r poller.Released) {
 	}
 	reason, err := c.reason, c.err
 	c.mu.Unlock()
-	s.conns.Delete(c)
+	s.conns.remove(c)
 	s.open.Add(-1)
 	s.resumeAll()
 	if failedDial {
@@ -482,15 +539,14 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.conns.Range(func(c *Conn, _ struct{}) bool {
+	for _, c := range s.conns.all() {
 		c.mu.Lock()
 		if c.state < stEnding {
 			c.setReasonLocked(ReasonShutdown, nil)
 			setLingerZero(c.fd)
 		}
 		c.mu.Unlock()
-		return true
-	})
+	}
 	err := s.p.Close()
 	s.mu.Lock()
 	for _, ln := range s.listeners {

@@ -37,15 +37,11 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 			s.p.Delete(ln.h) // stop accepting; the poller closes the socket
 		}
 	}
-	var conns []*Conn
-	s.conns.Range(func(c *Conn, _ struct{}) bool {
-		conns = append(conns, c)
-		return true
-	})
+	conns := s.conns.all()
 	dials := 0 // cancelled: never connections, neither drained nor forced
 	for _, c := range conns {
 		c.mu.Lock()
-		if c.dial != nil {
+		if c.connExt != nil && c.dial != nil {
 			dials++
 			c.cancelDialLocked(closedError{"server is shutting down"})
 		} else if c.state == stOpen {
