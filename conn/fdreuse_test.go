@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
 
 // The fd-reuse security test at the connection level (poller's TestFDReuse
@@ -197,7 +198,7 @@ func (h *fdrHandler) OnClose(c *Conn, reason Reason, _ error) {
 func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time.Duration) *fdrResult {
 	t.Helper()
 	res := &fdrResult{}
-	fdsBefore := fdrFDs(t)
+	fdsBefore := testkit.FDs(t)
 	h := &fdrHandler{res: res, pending: map[string]*fdrConn{}}
 	s, err := NewServer(h, Options{
 		SendBuffer:   4096, // most writes partial: A has output queued when it closes
@@ -219,7 +220,7 @@ func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time
 	if addrs[1], err = s.Listen("unix", filepath.Join(dir, "s")); err != nil {
 		t.Fatal(err)
 	}
-	bl, err := fdrListener() // B's TCP pairs
+	bl, err := testkit.ListenTCP() // B's TCP pairs
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,22 +255,15 @@ func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time
 	}
 	wg.Wait()
 	unix.Close(bl)
-	done := make(chan error, 1)
-	go func() { done <- s.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Server.Close: %v", err)
-		}
-	case <-time.After(fdrTimeout):
-		t.Fatalf("Server.Close did not return within %v", fdrTimeout)
+	if err := testkit.Within(t, fdrTimeout, "Server.Close", s.Close); err != nil {
+		t.Errorf("Server.Close: %v", err)
 	}
 	<-s.Done()
 	if st := s.Stats(); st.Open != 0 {
 		res.viol.add("%d connections open after Server.Close", st.Open)
 	}
 	if !stopEarly { // a mutant may leave fds behind; its child process ends anyway
-		fdrCheckFDs(t, fdsBefore)
+		testkit.ExpectFDs(t, fdsBefore, 2*time.Second) // allowing a moment for sockets the runtime closes late
 	}
 	return res
 }
@@ -313,7 +307,7 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 		defer close(readerDone)
 		fdrReadA(res, a, cli)
 		if rst {
-			fdrCloseRST(cli)
+			testkit.CloseRST(cli)
 		} else {
 			unix.Close(cli)
 		}
@@ -462,7 +456,7 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 	if forced {
 		fdrCheckB(res, a, peer, bst, tcp)
 		if tcp {
-			fdrCloseRST(a.num)
+			testkit.CloseRST(a.num)
 		} else {
 			unix.Close(a.num)
 		}
@@ -593,23 +587,6 @@ func fdrKey(sa unix.Sockaddr) string {
 	return fmt.Sprintf("%T", sa)
 }
 
-// fdrListener is a loopback TCP listener for B's pairs.
-func fdrListener() (int, error) {
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	if err := unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(l)
-		return -1, err
-	}
-	if err := unix.Listen(l, 64); err != nil {
-		unix.Close(l)
-		return -1, err
-	}
-	return l, nil
-}
-
 // fdrPair returns B: its end, and its peer, non-blocking; a TCP pair from
 // bl, or a Unix socket pair. The caller holds the gate exclusively.
 func fdrPair(tcp bool, bl int) (end, peer int, err error) {
@@ -620,34 +597,7 @@ func fdrPair(tcp bool, bl int) (end, peer int, err error) {
 		}
 		return p[0], p[1], nil
 	}
-	sa, err := unix.Getsockname(bl)
-	if err != nil {
-		return -1, -1, err
-	}
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, -1, err
-	}
-	if err := unix.Connect(c, sa); err != nil {
-		unix.Close(c)
-		return -1, -1, err
-	}
-	e, _, err := unix.Accept4(bl, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-	if err != nil {
-		unix.Close(c)
-		return -1, -1, err
-	}
-	if err := unix.SetNonblock(c, true); err != nil {
-		unix.Close(c)
-		unix.Close(e)
-		return -1, -1, err
-	}
-	return e, c, nil
-}
-
-func fdrCloseRST(fd int) {
-	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	unix.Close(fd)
+	return testkit.TCPPair(bl)
 }
 
 func fdrErrName(err error) string {
@@ -692,52 +642,4 @@ func (v *fdrLog) String() string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return "\t" + strings.Join(v.msgs, "\n\t")
-}
-
-// fdrFDs lists the process's open fds.
-func fdrFDs(t testing.TB) map[int]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("read /proc/self/fd: %v", err)
-	}
-	m := map[int]string{}
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			m[n] = target
-		}
-	}
-	return m
-}
-
-// fdrCheckFDs fails t if the open fds differ from before (allowing a
-// moment for sockets the runtime closes late).
-func fdrCheckFDs(t testing.TB, before map[int]string) {
-	t.Helper()
-	var diff []string
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		diff = diff[:0]
-		after := fdrFDs(t)
-		for fd, target := range after {
-			if _, ok := before[fd]; !ok {
-				diff = append(diff, fmt.Sprintf("leaked fd %d -> %s", fd, target))
-			}
-		}
-		for fd, target := range before {
-			if _, ok := after[fd]; !ok {
-				diff = append(diff, fmt.Sprintf("closed a non-owned fd %d -> %s", fd, target))
-			}
-		}
-		if len(diff) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(diff) > 0 {
-		slices.Sort(diff)
-		t.Errorf("fd set changed:\n%s", strings.Join(diff, "\n"))
-	}
 }

@@ -10,8 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -52,66 +51,13 @@ func forEachNetwork(t *testing.T, f func(t *testing.T, network string)) {
 	}
 }
 
-// fdTable returns the open fds of the process, with what they point to.
-func fdTable(t testing.TB) map[int]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("read /proc/self/fd: %v", err)
-	}
-	m := make(map[int]string, len(ents))
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err != nil {
-			continue // the directory fd ReadDir used, gone now
-		}
-		m[n] = target
-	}
-	return m
-}
-
-// fdDiff describes how after differs from before.
-func fdDiff(before, after map[int]string) []string {
-	var diff []string
-	for fd, target := range after {
-		if _, ok := before[fd]; !ok {
-			diff = append(diff, fmt.Sprintf("leaked fd %d -> %s", fd, target))
-		}
-	}
-	for fd, target := range before {
-		if _, ok := after[fd]; !ok {
-			diff = append(diff, fmt.Sprintf("closed a non-owned fd %d -> %s", fd, target))
-		}
-	}
-	slices.Sort(diff)
-	return diff
-}
-
 // checkFDLeak records the open fds now and, at cleanup (after the cleanups
 // registered later, such as the server's Close and the clients' closes),
 // fails the test if the set differs. Package net closes a client's fd when
 // its last operation returns, so the check allows a moment for that.
 func checkFDLeak(t testing.TB) {
 	t.Helper()
-	before := fdTable(t)
-	t.Cleanup(func() {
-		var diff []string
-		deadline := time.Now().Add(2 * time.Second)
-		for {
-			diff = fdDiff(before, fdTable(t))
-			if len(diff) == 0 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if len(diff) > 0 {
-			t.Errorf("fd set changed:\n%s", strings.Join(diff, "\n"))
-		}
-	})
+	testkit.CheckFDLeak(t, 2*time.Second)
 }
 
 // listenAddr returns an address to listen on for network: loopback port 0,
@@ -154,15 +100,8 @@ func newServer(t testing.TB, h conn.Handler, opts conn.Options, network string) 
 // timeout (rather than hanging the test binary).
 func closeServer(t testing.TB, s *conn.Server) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- s.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Server.Close: %v", err)
-		}
-	case <-time.After(timeout):
-		t.Fatalf("Server.Close did not return within %v", timeout)
+	if err := testkit.Within(t, timeout, "Server.Close", s.Close); err != nil {
+		t.Errorf("Server.Close: %v", err)
 	}
 	if st := s.Stats(); st.Open != 0 {
 		t.Errorf("after Close: %d connections open", st.Open)
@@ -286,26 +225,13 @@ func firstDiff(got, want []byte) string {
 // wait waits for a value from ch.
 func wait[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(timeout):
-		t.Fatalf("%s: not within %v", what, timeout)
-	}
-	var zero T
-	return zero
+	return testkit.Wait(t, ch, timeout, what)
 }
 
 // eventually polls cond until it holds or timeout passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 // isClosed reports err matching net.ErrClosed.

@@ -7,9 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/gracepoll/gracepoll/internal/testkit"
 	"github.com/gracepoll/gracepoll/passbuck"
 	"github.com/gracepoll/gracepoll/poller"
 	"github.com/gracepoll/gracepoll/reclaim"
@@ -100,49 +99,17 @@ var triggers = []struct {
 // fdTable returns the open fds of the process, with what they point to.
 func fdTable(t testing.TB) map[int]string {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("read /proc/self/fd: %v", err)
-	}
-	m := make(map[int]string, len(ents))
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
-		m[n] = target
-	}
-	// The directory fd that ReadDir used is gone now but was listed.
-	return m
+	return testkit.FDs(t)
 }
 
 func countFDs(t testing.TB) int { return len(fdTable(t)) }
 
 // checkFDLeak records the open fds now and, at cleanup (after the cleanups
 // registered later, such as the poller's Close), fails the test if the set
-// differs.
+// differs, at once: an fd the poller closes late is a failure.
 func checkFDLeak(t testing.TB) {
 	t.Helper()
-	before := fdTable(t)
-	t.Cleanup(func() {
-		after := fdTable(t)
-		var diff []string
-		for fd, target := range after {
-			if _, ok := before[fd]; !ok {
-				diff = append(diff, fmt.Sprintf("leaked fd %d -> %s", fd, target))
-			}
-		}
-		for fd, target := range before {
-			if _, ok := after[fd]; !ok {
-				diff = append(diff, fmt.Sprintf("closed a non-owned fd %d -> %s", fd, target))
-			}
-		}
-		if len(diff) > 0 {
-			slices.Sort(diff)
-			t.Errorf("fd set changed (%d before, %d after):\n%s", len(before), len(after), strings.Join(diff, "\n"))
-		}
-	})
+	testkit.CheckFDLeak(t, 0)
 }
 
 // newPoller checks for fd leaks, creates a poller and closes it at cleanup,
@@ -162,15 +129,7 @@ func newPoller(t testing.TB, opts poller.Options) *poller.Poller {
 // within timeout (rather than hanging the test binary).
 func closeWithin(t testing.TB, p *poller.Poller) error {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- p.Close() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(timeout):
-		t.Fatalf("Close did not return within %v", timeout)
-	}
-	return nil
+	return testkit.Within(t, timeout, "Close", p.Close)
 }
 
 // closeAndCheck closes p and checks the release accounting.
@@ -278,26 +237,13 @@ func readAll(fd int) (data []byte, eof bool) {
 // wait waits for ch to be closed or to yield a value.
 func wait[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(timeout):
-		t.Fatalf("%s: not within %v", what, timeout)
-	}
-	var zero T
-	return zero
+	return testkit.Wait(t, ch, timeout, what)
 }
 
 // eventually polls cond until it holds or timeout passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 // barrier calls p.Barrier with the standard timeout.
@@ -403,12 +349,8 @@ func firstLines(b []byte, n int) string {
 
 // newListener returns a loopback TCP listener, or -1.
 func newListener() int {
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	l, err := testkit.ListenTCP()
 	if err != nil {
-		return -1
-	}
-	if unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}) != nil || unix.Listen(l, 64) != nil {
-		unix.Close(l)
 		return -1
 	}
 	return l
@@ -416,37 +358,10 @@ func newListener() int {
 
 // tcpPair connects to listener l and accepts: accepted and client, both
 // non-blocking.
-func tcpPair(l int) (accepted, client int, err error) {
-	sa, err := unix.Getsockname(l)
-	if err != nil {
-		return -1, -1, err
-	}
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, -1, err
-	}
-	if err := unix.Connect(c, sa); err != nil {
-		unix.Close(c)
-		return -1, -1, err
-	}
-	a, _, err := unix.Accept4(l, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-	if err != nil {
-		unix.Close(c)
-		return -1, -1, err
-	}
-	if err := unix.SetNonblock(c, true); err != nil {
-		unix.Close(a)
-		unix.Close(c)
-		return -1, -1, err
-	}
-	return a, c, nil
-}
+func tcpPair(l int) (accepted, client int, err error) { return testkit.TCPPair(l) }
 
 // closeRST closes a TCP socket with a reset, leaving no TIME_WAIT behind.
-func closeRST(fd int) {
-	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	unix.Close(fd)
-}
+func closeRST(fd int) { testkit.CloseRST(fd) }
 
 // jitter is a random delay inside a callback.
 func jitter() {
