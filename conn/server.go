@@ -31,7 +31,8 @@ type Server struct {
 	emfileLogged                         atomic.Bool
 	pausedListeners                      atomic.Int32 // so that a release checks them without a lock
 	timeouts                             atomic.Uint64
-	closing                              atomic.Bool // Shutdown or Close began: accepted connections are refused
+	closing                              atomic.Bool  // Shutdown or Close began: accepted connections are refused
+	closeForced                          atomic.Int64 // connections Close reset before they ended, for Shutdown's count
 	lostOutput                           atomic.Uint64
 	readErrs, writeErrs, inboundOverflow atomic.Uint64
 }
@@ -544,6 +545,7 @@ func (s *Server) Close() error {
 		if c.state < stEnding {
 			c.setReasonLocked(ReasonShutdown, nil)
 			setLingerZero(c.fd)
+			s.closeForced.Add(1)
 		}
 		c.mu.Unlock()
 	}

@@ -61,5 +61,8 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 		case <-tick.C:
 		}
 	}
-	return len(conns) - dials, 0, s.Close()
+	// A Close from another goroutine may have ended the wait: what it
+	// reset was forced, not drained.
+	forced = min(int(s.closeForced.Load()), len(conns)-dials)
+	return len(conns) - dials - forced, forced, s.Close()
 }
