@@ -523,7 +523,10 @@ func TestWriteTimeout(t *testing.T) {
 		if cl.c != stalledC || cl.reason != conn.ReasonTimeout {
 			t.Fatalf("OnClose: %v (%v), the stalled client's: %v; want the stalled client, timeout", cl.reason, cl.err, cl.c == stalledC)
 		}
-		if took < wt || took > wt+slack {
+		// The socket's last progress may come a little before the
+		// client's last read returns (a read too small to reopen the
+		// window), or after it.
+		if took < wt-50*time.Millisecond || took > wt+slack {
 			t.Errorf("stalled client closed %v after it stopped reading, want about WriteTimeout %v", took, wt)
 		}
 		if s.Stats().LostOutput == 0 {
