@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
 
 // prompt is how soon a cancelled or aborted operation must return.
@@ -152,12 +153,14 @@ func TestDialRefused(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close()
+		fds := testkit.FDs(t)
 		for range 3 {
 			c, err := s.Dial(context.Background(), network, addr, nil)
 			if c != nil || !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("Dial to a closed %s address: %v, %v; want ECONNREFUSED", network, c, err)
 			}
 		}
+		testkit.ExpectFDs(t, fds, time.Second)
 		time.Sleep(quiet)
 		expectNoHandler(t, r, "refused dial")
 		if st := s.Stats(); st.Open != 0 {
@@ -208,6 +211,7 @@ func TestDialCancel(t *testing.T) {
 	r := newRecorder(t)
 	s, _ := newServer(t, r, conn.Options{}, "tcp")
 	ignore := goleak.IgnoreCurrent()
+	fds := testkit.FDs(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -247,6 +251,7 @@ func TestDialCancel(t *testing.T) {
 	}
 
 	eventually(t, "cancelled dials released", func() bool { return s.Stats().Open == 0 })
+	testkit.ExpectFDs(t, fds, time.Second) // the server still runs: no socket is left to its Close
 	time.Sleep(quiet)
 	expectNoHandler(t, r, "cancelled dial")
 	if err := goleak.Find(ignore); err != nil {
