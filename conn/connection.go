@@ -40,35 +40,25 @@ type Conn struct {
 
 	open sync.Once // OnOpen
 
-	// Inbound, touched only on the connection's waiter (OnData's
-	// serialisation): view is what OnData reads, off how much of it is
-	// consumed; in holds an unconsumed remainder between events.
-	view []byte
-	off  int
-	in   []byte
+	// in holds what OnData left unconsumed between events; touched only
+	// on the connection's waiter (OnData's serialisation). What OnData
+	// reads now is its waiter's (Server.inputs).
+	in []byte
 
-	mu        sync.Mutex
-	state     int
-	events    poller.Events // the interest set registered now
-	out       []byte        // queued output; nil when drained
-	wshut     bool          // no more writes: FIN sent, or due after the queue
-	finSent   bool
-	eof       bool // the peer's FIN was read
-	paused    bool // PauseRead
-	high      bool // above HighWater until LowWater
-	reason    Reason
-	reasonSet bool
-	err       error
+	mu     sync.Mutex
+	out    []byte        // queued output; nil when drained
+	events poller.Events // the interest set registered now
+	state  uint8
+	reason uint8 // a Reason, once reasonSet
+	// Flags: wshut: no more writes (FIN sent, or due after the queue);
+	// finSent; eof: the peer's FIN was read; paused: PauseRead; high:
+	// above HighWater until LowWater.
+	wshut, finSent, eof, paused, high, reasonSet bool
+
+	waiter    atomic.Int32 // the waiter of its last event or release; -1 before
+	deadlines atomic.Bool  // one was ever set (deadline.go): reads pay nothing otherwise
 
 	bytesIn, bytesOut atomic.Uint64
-	queued            atomic.Int64 // len(out), for Queued from any goroutine
-	waiter            atomic.Int32 // the waiter of its last event or release; -1 before
-
-	value atomic.Pointer[any] // user value
-
-	// deadlines says one was ever set (deadline.go), so that a
-	// connection without any pays nothing on its reads.
-	deadlines atomic.Bool
 
 	// What few connections need lives apart, allocated on first use
 	// under mu: an idle connection stays small.
@@ -80,6 +70,9 @@ type Conn struct {
 // connExt is the part of a connection's state that only some need: timers
 // and deadlines, and a pending connect. Guarded by Conn.mu.
 type connExt struct {
+	err   error // what ended the connection, if anything failed
+	value any   // SetValue's
+
 	flushStop func() bool // Close's flush timer
 
 	// Deadlines, in Server.clock's time (deadline.go).
@@ -94,6 +87,9 @@ type connExt struct {
 	dial       chan error
 	dialFailed bool
 }
+
+// handler returns the connection's Handler.
+func (c *Conn) handler() Handler { return c.h }
 
 // ext returns the connection's extension, made on first use. The caller
 // holds mu.
@@ -114,7 +110,26 @@ func (c *Conn) setHandle(h poller.Handle) {
 }
 
 // Buffered returns how many input bytes OnData (or OnDrain) can read now.
-func (c *Conn) Buffered() int { return len(c.view) - c.off }
+func (c *Conn) Buffered() int {
+	in := c.input()
+	if in == nil {
+		return 0
+	}
+	return len(in.view) - in.off
+}
+
+// input returns the input OnData (or OnDrain) is reading now, on the
+// connection's waiter, or nil outside them.
+func (c *Conn) input() *input {
+	w := c.waiter.Load()
+	if w < 0 || int(w) >= len(c.s.inputs) {
+		return nil
+	}
+	if in := &c.s.inputs[w]; in.c == c {
+		return in
+	}
+	return nil
+}
 
 // Peek returns the next n input bytes without consuming them. If fewer are
 // buffered it returns them all and ErrShortBuffer. The slice aliases the
@@ -124,7 +139,14 @@ func (c *Conn) Peek(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, negative("Peek", n)
 	}
-	b := c.view[c.off:]
+	in := c.input()
+	if in == nil {
+		if n == 0 {
+			return nil, nil
+		}
+		return nil, ErrShortBuffer
+	}
+	b := in.view[in.off:]
 	if n > len(b) {
 		return b[:len(b):len(b)], ErrShortBuffer
 	}
@@ -138,11 +160,18 @@ func (c *Conn) Next(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, negative("Next", n)
 	}
-	b := c.view[c.off:]
+	in := c.input()
+	if in == nil {
+		if n == 0 {
+			return nil, nil
+		}
+		return nil, ErrShortBuffer
+	}
+	b := in.view[in.off:]
 	if n > len(b) {
 		return nil, ErrShortBuffer
 	}
-	c.off += n
+	in.off += n
 	return b[:n:n], nil
 }
 
@@ -153,11 +182,18 @@ func (c *Conn) Discard(n int) (int, error) {
 	if n < 0 {
 		return 0, negative("Discard", n)
 	}
-	if avail := len(c.view) - c.off; n > avail {
-		c.off += avail
+	in := c.input()
+	if in == nil {
+		if n == 0 {
+			return 0, nil
+		}
+		return 0, ErrShortBuffer
+	}
+	if avail := len(in.view) - in.off; n > avail {
+		in.off += avail
 		return avail, ErrShortBuffer
 	}
-	c.off += n
+	in.off += n
 	return n, nil
 }
 
@@ -221,7 +257,6 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 			c.out = appendAll(make([]byte, 0, total-n), rb, rbufs)
 		}
 	}
-	c.queued.Store(int64(len(c.out)))
 	if len(c.out) > c.s.opts.HighWater {
 		c.high = true
 	}
@@ -269,7 +304,11 @@ func (c *Conn) writable() error {
 
 // Queued returns how many output bytes are queued: written, not yet taken
 // by the socket. Safe from any goroutine.
-func (c *Conn) Queued() int { return int(c.queued.Load()) }
+func (c *Conn) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.out)
+}
 
 // PauseRead stops reading the connection until ResumeRead: its input
 // stays in the kernel, and TCP flow control pushes back on the peer.
@@ -345,7 +384,8 @@ func (c *Conn) flushTimedOut() {
 	if c.state != stClosing {
 		return
 	}
-	c.reason, c.err = ReasonTimeout, nil
+	c.reason, c.reasonSet = uint8(ReasonTimeout), true
+	c.setErrLocked(nil)
 	c.resetLocked()
 }
 
@@ -374,7 +414,8 @@ func (c *Conn) Abort() error {
 	if c.state >= stEnding {
 		return closedError{"is closed"}
 	}
-	c.reason, c.reasonSet, c.err = ReasonAbort, true, nil
+	c.reason, c.reasonSet = uint8(ReasonAbort), true
+	c.setErrLocked(nil)
 	c.resetLocked()
 	return nil
 }
@@ -396,9 +437,27 @@ func (c *Conn) failLocked(err error) {
 	c.endLocked()
 }
 
+// setErrLocked records what failed; the caller holds mu.
+func (c *Conn) setErrLocked(err error) {
+	if err != nil {
+		c.ext().err = err
+	} else if c.connExt != nil {
+		c.connExt.err = nil
+	}
+}
+
+// errLocked returns what failed, if anything; the caller holds mu.
+func (c *Conn) errLocked() error {
+	if c.connExt == nil {
+		return nil
+	}
+	return c.connExt.err
+}
+
 func (c *Conn) setReasonLocked(r Reason, err error) {
 	if !c.reasonSet {
-		c.reason, c.err, c.reasonSet = r, err, true
+		c.reason, c.reasonSet = uint8(r), true
+		c.setErrLocked(err)
 	}
 }
 
@@ -423,7 +482,6 @@ func (c *Conn) endLocked() {
 		c.s.lostOutput.Add(uint64(len(c.out)))
 	}
 	c.out = nil
-	c.queued.Store(0)
 	c.s.p.Delete(c.handle()) // ErrStale: hung up already, its release is on the way
 	testHookEarlyClose(c)
 }
@@ -454,14 +512,20 @@ func (c *Conn) updateLocked() {
 }
 
 // SetValue stores a user value with the connection.
-func (c *Conn) SetValue(v any) { c.value.Store(&v) }
+func (c *Conn) SetValue(v any) {
+	c.mu.Lock()
+	c.ext().value = v
+	c.mu.Unlock()
+}
 
 // Value returns the value SetValue stored, or nil.
 func (c *Conn) Value() any {
-	if p := c.value.Load(); p != nil {
-		return *p
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.connExt == nil {
+		return nil
 	}
-	return nil
+	return c.value
 }
 
 // Handle returns the connection's poller registration, for

@@ -132,7 +132,7 @@ func (c *Conn) fire() {
 		c.mu.Unlock()
 		return
 	}
-	to, custom := c.h.(Timeouter)
+	to, custom := c.handler().(Timeouter)
 	if !custom {
 		c.s.timeouts.Add(1)
 		// Output stuck for the write or idle deadline would not flush
@@ -142,7 +142,8 @@ func (c *Conn) fire() {
 			c.setReasonLocked(ReasonTimeout, nil)
 			c.closeLocked()
 		} else {
-			c.reason, c.reasonSet, c.err = ReasonTimeout, true, nil
+			c.reason, c.reasonSet = uint8(ReasonTimeout), true
+			c.setErrLocked(nil)
 			c.resetLocked()
 		}
 		c.mu.Unlock()

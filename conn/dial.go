@@ -21,9 +21,6 @@ import (
 // fd behind. From a handler Dial returns ErrInCallback: its connect may
 // complete on the very waiter it would block.
 func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (*Conn, error) {
-	if h == nil {
-		h = s.h
-	}
 	if s.closing.Load() {
 		return nil, closedError{"server is closed"}
 	}

@@ -13,10 +13,11 @@ import (
 
 // Server serves connections accepted from its listeners with one Handler.
 type Server struct {
-	h    Handler
-	opts Options
-	p    *poller.Poller
-	bufs [][]byte // one read buffer per waiter
+	h      Handler
+	opts   Options
+	p      *poller.Poller
+	bufs   [][]byte // one read buffer per waiter
+	inputs []input  // per waiter: the input OnData is reading now
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -62,6 +63,7 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 	}
 	s := &Server{h: h, opts: opts, p: p, base: time.Now()}
 	s.bufs = make([][]byte, p.Waiters())
+	s.inputs = make([]input, p.Waiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, opts.ReadBuffer)
 	}
@@ -189,7 +191,7 @@ func (s *Server) add(fd int) {
 		closeFD(fd) // accepted as Shutdown began: refused
 		return
 	}
-	c, err := s.register(fd, s.h, poller.Readable, nil)
+	c, err := s.register(fd, nil, poller.Readable, nil)
 	if err != nil {
 		s.acceptErrors.Add(1)
 		closeFD(fd)
@@ -200,7 +202,8 @@ func (s *Server) add(fd int) {
 	c.open.Do(func() { s.openAccepted(c) })
 }
 
-// register makes a connection of fd, served by h, and adds it to the
+// register makes a connection of fd, served by h (nil: the server's
+// Handler), and adds it to the
 // poller with the interest set events; dial, if not nil, is a pending
 // connect's result channel. On error the fd is still the caller's.
 func (s *Server) register(fd int, h Handler, events poller.Events, dial chan error) (*Conn, error) {
@@ -209,6 +212,9 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 	}
 	if s.opts.SendBuffer > 0 {
 		setSendBuffer(fd, s.opts.SendBuffer)
+	}
+	if h == nil {
+		h = s.h
 	}
 	c := &Conn{s: s, h: h, fd: fd, at: s.clock(), events: events}
 	if dial != nil {
@@ -246,7 +252,17 @@ func (s *Server) openAccepted(c *Conn) {
 			c.mu.Unlock()
 		}
 	}()
-	c.h.OnOpen(c)
+	c.handler().OnOpen(c)
+}
+
+// input is what OnData (or OnDrain) of connection c reads on one waiter:
+// view, of which off bytes are consumed. A waiter runs one handler at a
+// time, so one per waiter is enough, and an idle connection keeps none.
+type input struct {
+	c    *Conn
+	view []byte
+	off  int
+	_    [24]byte // a cache line each
 }
 
 // onEvent and onRelease are the connection's poller callbacks: method
@@ -312,7 +328,7 @@ func (s *Server) event(c *Conn, e poller.Event) {
 	if c.dialing() && !s.connected(c, e) {
 		return
 	}
-	c.open.Do(func() { c.h.OnOpen(c) })
+	c.open.Do(func() { c.handler().OnOpen(c) })
 	if e.Events&poller.Writable != 0 {
 		s.flush(c)
 	}
@@ -351,10 +367,9 @@ func (s *Server) flush(c *Conn) {
 	if c.high && len(c.out) <= s.opts.LowWater {
 		c.high, drained = false, true
 	}
-	c.queued.Store(int64(len(c.out)))
 	c.updateLocked()
 	c.mu.Unlock()
-	if d, ok := c.h.(Drainer); drained && ok {
+	if d, ok := c.handler().(Drainer); drained && ok {
 		// OnDrain may go on with input it left unconsumed while the
 		// queue was high: it reads the remainder as OnData does.
 		s.offer(c, nil, d.OnDrain)
@@ -405,25 +420,26 @@ func (s *Server) read(c *Conn, e poller.Event) {
 
 // deliver offers data, after any remainder, to OnData, and keeps what it
 // leaves.
-func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, c.h.OnData) }
+func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, c.handler().OnData) }
 
 // offer runs fn (OnData or OnDrain) with the remainder followed by data as
 // the connection's input, and keeps what fn leaves unconsumed.
 func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
+	in := &s.inputs[c.waiter.Load()]
 	fresh := len(c.in) == 0
 	switch {
 	case fresh:
-		c.view = data
+		in.view = data
 	case len(data) > 0:
 		c.in = append(c.in, data...)
-		c.view = c.in
+		in.view = c.in
 	default:
-		c.view = c.in
+		in.view = c.in
 	}
-	c.off = 0
+	in.c, in.off = c, 0
 	fn(c)
-	rest, consumed := c.view[c.off:], c.off > 0
-	c.view, c.off = nil, 0
+	rest, consumed := in.view[in.off:], in.off > 0
+	in.c, in.view, in.off = nil, nil, 0
 	if consumed && c.deadlines.Load() {
 		c.consumed()
 	}
@@ -452,7 +468,7 @@ func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 
 // peerClosed handles the peer's FIN: everything before it was delivered.
 func (s *Server) peerClosed(c *Conn) {
-	rc, _ := c.h.(ReadCloser)
+	rc, _ := c.handler().(ReadCloser)
 	c.mu.Lock()
 	c.eof = true
 	switch c.state {
@@ -490,23 +506,22 @@ func (s *Server) release(c *Conn, r poller.Released) {
 	if len(c.out) > 0 {
 		s.lostOutput.Add(uint64(len(c.out)))
 	}
-	c.out, c.in, c.view = nil, nil, nil
-	c.queued.Store(0)
+	c.out, c.in = nil, nil
 	if !c.reasonSet {
 		switch r.Reason {
 		case poller.Closed:
-			c.reason = ReasonShutdown
+			c.reason = uint8(ReasonShutdown)
 		case poller.Panicked:
-			c.reason = ReasonError
+			c.reason = uint8(ReasonError)
 		default: // hung up
-			c.reason = ReasonReset
+			c.reason = uint8(ReasonReset)
 			if c.eof {
-				c.reason = ReasonPeerClosed
+				c.reason = uint8(ReasonPeerClosed)
 			}
 		}
 		c.reasonSet = true
 	}
-	reason, err := c.reason, c.err
+	reason, err := Reason(c.reason), c.errLocked()
 	c.mu.Unlock()
 	s.conns.remove(c)
 	s.open.Add(-1)
@@ -515,7 +530,7 @@ func (s *Server) release(c *Conn, r poller.Released) {
 		return // never opened: no handler method runs for it
 	}
 	s.closedBy[reason].Add(1)
-	c.h.OnClose(c, reason, err)
+	c.handler().OnClose(c, reason, err)
 }
 
 // resumeAll lets paused listeners accept again: a descriptor was freed.
