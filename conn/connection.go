@@ -38,12 +38,13 @@ type Conn struct {
 	hnd atomic.Uint64 // poller.Handle, set by Add or the first event
 	at  int64         // accepted, in Server.clock's time
 
-	open sync.Once // OnOpen
-
 	// in holds what OnData left unconsumed between events; touched only
 	// on the connection's waiter (OnData's serialisation). What OnData
 	// reads now is its waiter's (Server.inputs).
 	in []byte
+
+	open   sync.Once    // OnOpen
+	waiter atomic.Int32 // the waiter of its last event or release; -1 before
 
 	mu     sync.Mutex
 	out    []byte        // queued output; nil when drained
@@ -54,9 +55,7 @@ type Conn struct {
 	// finSent; eof: the peer's FIN was read; paused: PauseRead; high:
 	// above HighWater until LowWater.
 	wshut, finSent, eof, paused, high, reasonSet bool
-
-	waiter    atomic.Int32 // the waiter of its last event or release; -1 before
-	deadlines atomic.Bool  // one was ever set (deadline.go): reads pay nothing otherwise
+	deadlines                                    atomic.Bool // one was ever set (deadline.go): reads pay nothing otherwise
 
 	bytesIn, bytesOut atomic.Uint64
 
