@@ -124,13 +124,10 @@ type slot struct {
 	deletedAt atomic.Int64 // ns since Poller.base, when it was released
 	warned    atomic.Bool  // the watchdog reported it
 
-	// workMu guards the registration's timers and context, stopped and
-	// cancelled when it is released. It is not ctlMu, so a timer never
-	// waits behind an epoll_ctl system call.
-	workMu sync.Mutex
-	timers []*regTimer
-	ctx    context.Context
-	cancel context.CancelFunc
+	// work holds the registration's timers and context, made on first
+	// use and kept for the slot's later registrations: most never use
+	// them, and a slot is smaller without.
+	work atomic.Pointer[slotWork]
 }
 
 // init makes a new slot free, generation 1, before its chunk is published.
@@ -139,6 +136,25 @@ func (s *slot) init(index uint32) {
 	s.word.Store(uint64(stateOf(1, lifeFree)))
 	s.waiter = -1
 	s.lastWaiter.Store(-1)
+}
+
+// slotWork is a registration's timers and context, stopped and cancelled
+// when it is released. Its mutex is not ctlMu, so a timer never waits
+// behind an epoll_ctl system call.
+type slotWork struct {
+	mu     sync.Mutex
+	timers []*regTimer
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// workState returns the slot's slotWork, making it on first use.
+func (s *slot) workState() *slotWork {
+	if w := s.work.Load(); w != nil {
+		return w
+	}
+	s.work.CompareAndSwap(nil, new(slotWork))
+	return s.work.Load()
 }
 
 func (s *slot) load() state { return state(s.word.Load()) }

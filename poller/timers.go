@@ -38,7 +38,7 @@ func (mb *mailbox) close() {
 	mb.mu.Unlock()
 }
 
-// regTimer is one AfterFunc timer. fired is guarded by the slot's workMu.
+// regTimer is one AfterFunc timer. fired is guarded by slotWork.mu.
 type regTimer struct {
 	t     *time.Timer
 	f     func()
@@ -60,50 +60,52 @@ func (p *Poller) AfterFunc(h Handle, d time.Duration, f func()) (stop func() boo
 		return nil, err
 	}
 	defer p.ops.RUnlock(tok)
-	s, err := p.lockWork(h)
+	s, w, err := p.lockWork(h)
 	if err != nil {
 		return nil, err
 	}
-	defer s.workMu.Unlock()
+	defer w.mu.Unlock()
 	rt := &regTimer{f: f}
-	s.timers = append(s.timers, rt)
+	w.timers = append(w.timers, rt)
 	rt.t = time.AfterFunc(max(d, 0), func() { p.fire(s, h, rt) })
 	return func() bool {
-		s.workMu.Lock()
-		defer s.workMu.Unlock()
-		i := slices.Index(s.timers, rt)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		i := slices.Index(w.timers, rt)
 		if i < 0 || rt.fired {
 			return false
 		}
 		rt.t.Stop()
-		s.timers = slices.Delete(s.timers, i, i+1)
+		w.timers = slices.Delete(w.timers, i, i+1)
 		return true
 	}, nil
 }
 
-// lockWork returns h's slot with its workMu held, if h is active (after
-// an Add still in its EPOLL_CTL_ADD has finished).
-func (p *Poller) lockWork(h Handle) (*slot, error) {
+// lockWork returns h's slot and its slotWork with the mutex held, if h is
+// active (after an Add still in its EPOLL_CTL_ADD has finished).
+func (p *Poller) lockWork(h Handle) (*slot, *slotWork, error) {
 	s := p.lookup(h)
 	if s == nil {
-		return nil, ErrStale
+		return nil, nil, ErrStale
 	}
 	s.settle()
-	s.workMu.Lock()
+	w := s.workState()
+	w.mu.Lock()
 	if !s.active(h.Gen()) {
-		s.workMu.Unlock()
-		return nil, ErrStale
+		w.mu.Unlock()
+		return nil, nil, ErrStale
 	}
-	return s, nil
+	return s, w, nil
 }
 
 // fire runs on the timer's goroutine: it marks the timer due and posts the
 // registration to its epoll set's mailbox, so that a waiter, a reclaimer
 // participant, runs it.
 func (p *Poller) fire(s *slot, h Handle, rt *regTimer) {
-	s.workMu.Lock()
-	if !s.active(h.Gen()) || !slices.Contains(s.timers, rt) {
-		s.workMu.Unlock()
+	w := s.work.Load() // made by the AfterFunc that made rt
+	w.mu.Lock()
+	if !s.active(h.Gen()) || !slices.Contains(w.timers, rt) {
+		w.mu.Unlock()
 		return
 	}
 	rt.fired = true
@@ -111,7 +113,7 @@ func (p *Poller) fire(s *slot, h Handle, rt *regTimer) {
 	if s.waiter >= 0 {
 		set = p.waiters[s.waiter].set
 	}
-	s.workMu.Unlock()
+	w.mu.Unlock()
 	mb := &p.mail[set]
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
@@ -141,21 +143,25 @@ func (p *Poller) deliverTimers(w *waiter) {
 
 // runTimers runs h's fired timers, on a waiter that holds its dispatch.
 func (p *Poller) runTimers(s *slot, h Handle) {
-	s.workMu.Lock()
+	w := s.work.Load()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
 	var due []*regTimer
 	if s.active(h.Gen()) {
-		keep := s.timers[:0]
-		for _, rt := range s.timers {
+		keep := w.timers[:0]
+		for _, rt := range w.timers {
 			if rt.fired {
 				due = append(due, rt)
 			} else {
 				keep = append(keep, rt)
 			}
 		}
-		clear(s.timers[len(keep):])
-		s.timers = keep
+		clear(w.timers[len(keep):])
+		w.timers = keep
 	}
-	s.workMu.Unlock()
+	w.mu.Unlock()
 	for _, rt := range due {
 		p.callTimer(h, rt.f)
 	}
@@ -175,15 +181,19 @@ func (p *Poller) callTimer(h Handle, f func()) {
 // (a cancelling destroy, as the OpenFabrics IBAL connection manager learnt
 // to do when retried sends held its destroy up for minutes).
 func (p *Poller) stopWork(s *slot) {
-	s.workMu.Lock()
-	for _, rt := range s.timers {
+	w := s.work.Load()
+	if w == nil {
+		return // never had timers or a context
+	}
+	w.mu.Lock()
+	for _, rt := range w.timers {
 		rt.t.Stop()
 	}
-	clear(s.timers)
-	s.timers = s.timers[:0]
-	cancel := s.cancel
-	s.ctx, s.cancel = nil, nil
-	s.workMu.Unlock()
+	clear(w.timers)
+	w.timers = w.timers[:0]
+	cancel := w.cancel
+	w.ctx, w.cancel = nil, nil
+	w.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
@@ -193,13 +203,13 @@ func (p *Poller) stopWork(s *slot) {
 // hang-up, panic or Close), for work tied to the registration. It returns
 // ErrStale for a deleted or stale handle.
 func (p *Poller) Context(h Handle) (context.Context, error) {
-	s, err := p.lockWork(h)
+	_, w, err := p.lockWork(h)
 	if err != nil {
 		return nil, err
 	}
-	defer s.workMu.Unlock()
-	if s.ctx == nil {
-		s.ctx, s.cancel = context.WithCancel(p.ctx)
+	defer w.mu.Unlock()
+	if w.ctx == nil {
+		w.ctx, w.cancel = context.WithCancel(p.ctx)
 	}
-	return s.ctx, nil
+	return w.ctx, nil
 }
