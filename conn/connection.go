@@ -350,6 +350,13 @@ func (c *Conn) closeLocked() {
 	c.state = stClosing
 	c.wshut = true
 	if len(c.out) == 0 {
+		if c.eof {
+			// The peer's FIN was read and nothing is queued: the
+			// close after the grace period sends ours. No shutdown
+			// call, no timer: the common end of a connection.
+			c.endLocked()
+			return
+		}
 		c.finLocked()
 	}
 	if c.state != stClosing {
