@@ -55,7 +55,7 @@ type Conn struct {
 	// finSent; eof: the peer's FIN was read; paused: PauseRead; high:
 	// above HighWater until LowWater.
 	wshut, finSent, eof, paused, high, reasonSet bool
-	deadlines                                    atomic.Bool // one was ever set (deadline.go): reads pay nothing otherwise
+	flags                                        atomic.Uint32 // flagDeadlines, flagDialing
 
 	bytesIn, bytesOut atomic.Uint64
 
@@ -65,6 +65,12 @@ type Conn struct {
 
 	prev, next *Conn // in the server's list of live connections
 }
+
+// Bits of Conn.flags, read without the mutex on every event.
+const (
+	flagDeadlines = 1 << iota // one was ever set (deadline.go): reads pay nothing otherwise
+	flagDialing               // a connect is pending (dial.go)
+)
 
 // connExt is the part of a connection's state that only some need: timers
 // and deadlines, and a pending connect. Guarded by Conn.mu.

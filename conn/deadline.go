@@ -43,7 +43,7 @@ func (c *Conn) SetIdleTimeout(d time.Duration) error {
 	}
 	c.ext().idle = int64(d)
 	c.progress = c.s.clock()
-	c.deadlines.Store(true)
+	c.flags.Or(flagDeadlines)
 	c.armLocked()
 	return nil
 }
@@ -70,7 +70,7 @@ func (c *Conn) setDeadline(at func(*connExt) *int64, t time.Time) error {
 	*at(c.connExt) = 0
 	if !t.IsZero() {
 		*at(c.connExt) = max(c.s.clockAt(t), 1)
-		c.deadlines.Store(true)
+		c.flags.Or(flagDeadlines)
 	}
 	c.armLocked()
 	return nil
@@ -184,7 +184,7 @@ func (c *Conn) consumed() {
 // wroteLocked records output the socket took (n > 0) or output newly
 // queued; the caller holds mu.
 func (c *Conn) wroteLocked(n int, queuedBefore bool) {
-	if !c.deadlines.Load() {
+	if c.flags.Load()&flagDeadlines == 0 {
 		return
 	}
 	now := c.s.clock()
@@ -209,7 +209,7 @@ func (c *Conn) startDeadlines() {
 	if o.ReadTimeout > 0 {
 		c.readAt = now + int64(o.ReadTimeout)
 	}
-	c.deadlines.Store(true)
+	c.flags.Or(flagDeadlines)
 	c.armLocked()
 	c.mu.Unlock()
 }

@@ -69,12 +69,9 @@ func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (
 	}
 }
 
-// dialing reports whether c's connect is pending.
-func (c *Conn) dialing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.connExt != nil && c.dial != nil
-}
+// dialing reports whether c's connect is pending: one atomic load on
+// every event.
+func (c *Conn) dialing() bool { return c.flags.Load()&flagDialing != 0 }
 
 // cancelDialLocked ends a pending connect with err: the registration is
 // deleted (the poller closes the socket after the grace period) and no
@@ -82,6 +79,7 @@ func (c *Conn) dialing() bool {
 func (c *Conn) cancelDialLocked(err error) {
 	c.dial <- err
 	c.dial, c.dialFailed = nil, true
+	c.flags.And(^uint32(flagDialing))
 	c.setReasonLocked(ReasonError, err)
 	c.endLocked()
 }
@@ -102,6 +100,7 @@ func (s *Server) connected(c *Conn, e poller.Event) bool {
 	}
 	c.dial <- nil
 	c.dial = nil
+	c.flags.And(^uint32(flagDialing))
 	c.events = poller.Writable // what is registered now; updateLocked swaps in Readable
 	c.updateLocked()
 	c.mu.Unlock()

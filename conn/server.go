@@ -219,6 +219,7 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 	c := &Conn{s: s, h: h, fd: fd, at: s.clock(), events: events}
 	if dial != nil {
 		c.connExt = &connExt{dial: dial}
+		c.flags.Store(flagDialing)
 	}
 	c.waiter.Store(-1)
 	s.open.Add(1)
@@ -400,7 +401,7 @@ func (s *Server) read(c *Conn, e poller.Event) {
 	switch {
 	case n > 0:
 		c.bytesIn.Add(uint64(n))
-		if c.deadlines.Load() {
+		if c.flags.Load()&flagDeadlines != 0 {
 			c.readProgress()
 		}
 		if state == stClosing {
@@ -440,7 +441,7 @@ func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 	fn(c)
 	rest, consumed := in.view[in.off:], in.off > 0
 	in.c, in.view, in.off = nil, nil, 0
-	if consumed && c.deadlines.Load() {
+	if consumed && c.flags.Load()&flagDeadlines != 0 {
 		c.consumed()
 	}
 	switch {
