@@ -384,17 +384,20 @@ func (s *Server) read(c *Conn, e poller.Event) {
 	c.mu.Lock()
 	state, reading := c.state, c.events&poller.Readable != 0 || e.Events&(poller.HangUp|poller.Error) != 0
 	c.mu.Unlock()
-	if state >= stEnding && e.Events&(poller.HangUp|poller.Error) == 0 || !reading {
-		return
+	if state >= stEnding || !reading {
+		return // ending: nothing more is delivered; OnClose follows
 	}
 	buf := s.bufs[e.Waiter]
 	n, err := read(c.fd, buf)
 	if e.Events&(poller.HangUp|poller.Error) != 0 {
 		// The final event: read all that arrived before the hang-up
 		// now, as no event follows.
-		for n > 0 && err == nil && state < stEnding {
+		for n > 0 && err == nil && state == stOpen {
 			c.bytesIn.Add(uint64(n))
 			s.deliver(c, buf[:n])
+			c.mu.Lock()
+			state = c.state // OnData may have closed it
+			c.mu.Unlock()
 			n, err = read(c.fd, buf)
 		}
 	}
@@ -404,8 +407,8 @@ func (s *Server) read(c *Conn, e poller.Event) {
 		if c.flags.Load()&flagDeadlines != 0 {
 			c.readProgress()
 		}
-		if state == stClosing {
-			return // draining the peer after our FIN: its input is dropped
+		if state != stOpen {
+			return // draining the peer after our FIN (or ending): input is dropped
 		}
 		s.deliver(c, buf[:n])
 	case err == nil: // EOF: the peer's FIN
