@@ -131,15 +131,15 @@ func (r *fdrResult) summary(t testing.TB, took time.Duration) {
 		r.cycles.Load(), took.Round(time.Millisecond), r.closes.Load(), r.aborts.Load(), r.peerFINs.Load(), strings.Join(reasons, ", "),
 		r.forced.Load(), r.spins.Load(), r.missed.Load(),
 		r.written.Load(), r.refused.Load(), r.full.Load(), r.failed.Load(), r.postWrites.Load(),
-		r.bytesToA.Load(), r.crossBytes.Load(), r.earlyFree.Load(), r.viol.n.Load())
+		r.bytesToA.Load(), r.crossBytes.Load(), r.earlyFree.Load(), r.viol.Count())
 }
 
 func (r *fdrResult) fail(t testing.TB) {
 	t.Helper()
-	if n := r.viol.n.Load(); n != 0 {
+	if n := r.viol.Count(); n != 0 {
 		t.Errorf("%d violations; the first:\n%s", n, r.viol.String())
 	}
-	if n := r.errs.n.Load(); n != 0 {
+	if n := r.errs.Count(); n != 0 {
 		t.Errorf("%d unexpected errors; the first:\n%s", n, r.errs.String())
 	}
 }
@@ -155,7 +155,7 @@ type fdrHandler struct {
 func (h *fdrHandler) OnOpen(c *Conn) {
 	sa, err := unix.Getpeername(c.fd)
 	if err != nil {
-		h.res.errs.add("getpeername of fd %d: %v", c.fd, err)
+		h.res.errs.Add("getpeername of fd %d: %v", c.fd, err)
 		return
 	}
 	key := fdrKey(sa)
@@ -164,13 +164,13 @@ func (h *fdrHandler) OnOpen(c *Conn) {
 	delete(h.pending, key)
 	h.mu.Unlock()
 	if a == nil {
-		h.res.viol.add("connection from unknown peer %q", key)
+		h.res.viol.Add("connection from unknown peer %q", key)
 		return
 	}
 	c.SetValue(a)
 	a.c, a.num = c, c.fd
 	if err := unix.Fstat(c.fd, &a.st); err != nil {
-		h.res.errs.add("fstat of connection %d's fd %d: %v", a.id, c.fd, err)
+		h.res.errs.Add("fstat of connection %d's fd %d: %v", a.id, c.fd, err)
 	}
 	close(a.opened)
 }
@@ -184,7 +184,7 @@ func (h *fdrHandler) OnClose(c *Conn, reason Reason, _ error) {
 	}
 	a.closeStarted.Store(true)
 	if n := a.closes.Add(1); n != 1 {
-		h.res.viol.add("connection %d: OnClose ran %d times", a.id, n)
+		h.res.viol.Add("connection %d: OnClose ran %d times", a.id, n)
 		return
 	}
 	a.reason = reason
@@ -242,7 +242,7 @@ func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(lane)))
 			for left.Add(-1) >= 0 {
-				if stopEarly && res.viol.n.Load() > 0 || budget > 0 && time.Now().After(deadline) {
+				if stopEarly && res.viol.Count() > 0 || budget > 0 && time.Now().After(deadline) {
 					return
 				}
 				a := &fdrConn{id: nextID.Add(1), opened: make(chan struct{}), closed: make(chan struct{})}
@@ -260,7 +260,7 @@ func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time
 	}
 	<-s.Done()
 	if st := s.Stats(); st.Open != 0 {
-		res.viol.add("%d connections open after Server.Close", st.Open)
+		res.viol.Add("%d connections open after Server.Close", st.Open)
 	}
 	if !stopEarly { // a mutant may leave fds behind; its child process ends anyway
 		testkit.ExpectFDs(t, fdsBefore, 2*time.Second) // allowing a moment for sockets the runtime closes late
@@ -279,14 +279,14 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 	cli, err := fdrDial(addr, a, h)
 	if err != nil {
 		gate.Unlock()
-		res.errs.add("connect A: %v", err)
+		res.errs.Add("connect A: %v", err)
 		return false
 	}
 	select {
 	case <-a.opened:
 	case <-time.After(fdrTimeout):
 		gate.Unlock()
-		res.errs.add("connection %d: no OnOpen within %v", a.id, fdrTimeout)
+		res.errs.Add("connection %d: no OnOpen within %v", a.id, fdrTimeout)
 		unix.Close(cli)
 		return false
 	}
@@ -295,7 +295,7 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 	gate.Unlock()
 	if err != nil {
 		unix.Close(cli)
-		res.errs.add("B pair: %v", err)
+		res.errs.Add("B pair: %v", err)
 		return false
 	}
 	// A's peer reads everything, checks every record is A's, and closes
@@ -380,12 +380,12 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 	case 0, 1, 2:
 		res.closes.Add(1)
 		if err := a.c.Close(); err != nil {
-			res.errs.add("Close of connection %d: %v", a.id, err)
+			res.errs.Add("Close of connection %d: %v", a.id, err)
 		}
 	case 3, 4, 5:
 		res.aborts.Add(1)
 		if err := a.c.Abort(); err != nil {
-			res.errs.add("Abort of connection %d: %v", a.id, err)
+			res.errs.Add("Abort of connection %d: %v", a.id, err)
 		}
 	default:
 		res.peerFINs.Add(1)
@@ -399,7 +399,7 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 		err := unix.Fstat(a.num, &st)
 		if err == nil && st.Dev == a.st.Dev && st.Ino == a.st.Ino {
 			if time.Now().After(giveUp) {
-				res.viol.add("connection %d: its fd %d still open %v after its close began (OnClose started: %v)", a.id, a.num, fdrTimeout, a.closeStarted.Load())
+				res.viol.Add("connection %d: its fd %d still open %v after its close began (OnClose started: %v)", a.id, a.num, fdrTimeout, a.closeStarted.Load())
 				break
 			}
 			if a.closeStarted.Load() {
@@ -417,13 +417,13 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 		// it, which it may do only after OnClose started.
 		if !a.closeStarted.Load() {
 			res.earlyFree.Add(1)
-			res.viol.add("connection %d: its fd %d was closed (%v) before its OnClose started: the number could be reused while the connection was still closing", a.id, a.num, fdrErrName(err))
+			res.viol.Add("connection %d: its fd %d was closed (%v) before its OnClose started: the number could be reused while the connection was still closing", a.id, a.num, fdrErrName(err))
 		}
 		if err == unix.EBADF {
 			nfd, derr := unix.FcntlInt(uintptr(bfd), unix.F_DUPFD_CLOEXEC, a.num)
 			switch {
 			case derr != nil:
-				res.errs.add("F_DUPFD: %v", derr)
+				res.errs.Add("F_DUPFD: %v", derr)
 			case nfd == a.num:
 				forced = true
 			default:
@@ -445,11 +445,11 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 
 	// OnClose must come (it came already, unless the layer freed the
 	// number early). A mutant may take FlushTimeout to get there.
-	if !(stopEarly && res.viol.n.Load() > 0) {
+	if !(stopEarly && res.viol.Count() > 0) {
 		select {
 		case <-a.closed:
 		case <-time.After(fdrTimeout):
-			res.viol.add("connection %d: no OnClose within %v", a.id, fdrTimeout)
+			res.viol.Add("connection %d: no OnClose within %v", a.id, fdrTimeout)
 		}
 	}
 
@@ -465,7 +465,7 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 	select {
 	case <-readerDone:
 	case <-time.After(fdrTimeout):
-		res.viol.add("connection %d: its peer saw no end of stream within %v", a.id, fdrTimeout)
+		res.viol.Add("connection %d: its peer saw no end of stream within %v", a.id, fdrTimeout)
 		<-readerDone
 	}
 	return true
@@ -486,25 +486,25 @@ func fdrCheckB(res *fdrResult, a *fdrConn, peer int, bst unix.Stat_t, tcp bool) 
 			if n >= fdrRecLen {
 				what = fmt.Sprintf(", the first a record of connection %d", binary.BigEndian.Uint64(buf[:8]))
 			}
-			res.viol.add("%d bytes reached the peer of B, which took connection %d's fd %d%s", n, a.id, a.num, what)
+			res.viol.Add("%d bytes reached the peer of B, which took connection %d's fd %d%s", n, a.id, a.num, what)
 			continue
 		}
 		switch {
 		case err == unix.EAGAIN:
 		case err == nil:
-			res.viol.add("B's peer saw an end of stream: B, on connection %d's old fd %d, was shut down or closed by someone else", a.id, a.num)
+			res.viol.Add("B's peer saw an end of stream: B, on connection %d's old fd %d, was shut down or closed by someone else", a.id, a.num)
 		default:
-			res.viol.add("B's peer: %v: B, on connection %d's old fd %d, was reset by someone else", err, a.id, a.num)
+			res.viol.Add("B's peer: %v: B, on connection %d's old fd %d, was reset by someone else", err, a.id, a.num)
 		}
 		break
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(a.num, &st); err != nil || st.Dev != bst.Dev || st.Ino != bst.Ino {
-		res.viol.add("fd %d, B's since connection %d ended, no longer refers to B (%v): someone closed it", a.num, a.id, fdrErrName(err))
+		res.viol.Add("fd %d, B's since connection %d ended, no longer refers to B (%v): someone closed it", a.num, a.id, fdrErrName(err))
 	}
 	if tcp {
 		if l, err := unix.GetsockoptLinger(a.num, unix.SOL_SOCKET, unix.SO_LINGER); err == nil && l.Onoff != 0 {
-			res.viol.add("B, on connection %d's old fd %d, has SO_LINGER set: someone reset it", a.id, a.num)
+			res.viol.Add("B, on connection %d's old fd %d, has SO_LINGER set: someone reset it", a.id, a.num)
 		}
 	}
 }
@@ -526,7 +526,7 @@ func fdrReadA(res *fdrResult, a *fdrConn, cli int) {
 		full := have - have%fdrRecLen
 		for i := 0; i < full; i += fdrRecLen {
 			if id := binary.BigEndian.Uint64(buf[i:]); id != a.id {
-				res.viol.add("A's peer (connection %d) received a record of connection %d", a.id, id)
+				res.viol.Add("A's peer (connection %d) received a record of connection %d", a.id, id)
 				return
 			}
 		}
@@ -623,23 +623,4 @@ func fdrJitter(rng *rand.Rand) {
 }
 
 // fdrLog counts reports and keeps the first few.
-type fdrLog struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (v *fdrLog) add(format string, a ...any) {
-	if v.n.Add(1) > 8 {
-		return
-	}
-	v.mu.Lock()
-	v.msgs = append(v.msgs, fmt.Sprintf(format, a...))
-	v.mu.Unlock()
-}
-
-func (v *fdrLog) String() string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return "\t" + strings.Join(v.msgs, "\n\t")
-}
+type fdrLog = testkit.Log

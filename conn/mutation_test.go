@@ -119,8 +119,8 @@ func TestConnMutationChild(t *testing.T) {
 	start := time.Now()
 	res := runConnFDReuse(t, 1<<30, fdrLanes, true, *connMutationBudget)
 	res.summary(t, time.Since(start))
-	fmt.Printf("CONN-MUTATION-RESULT violations=%d cycles=%d took=%v\n", res.viol.n.Load(), res.cycles.Load(), time.Since(start).Round(time.Millisecond))
-	if res.viol.n.Load() > 0 {
+	fmt.Printf("CONN-MUTATION-RESULT violations=%d cycles=%d took=%v\n", res.viol.Count(), res.cycles.Load(), time.Since(start).Round(time.Millisecond))
+	if res.viol.Count() > 0 {
 		first, _, _ := strings.Cut(strings.TrimPrefix(res.viol.String(), "\t"), "\n")
 		fmt.Printf("CONN-MUTATION-FIRST: %s\n", first)
 	}

@@ -84,15 +84,15 @@ func (r *fdReuseResult) summary(t testing.TB, name string) {
 	t.Helper()
 	t.Logf("%s: %d cycles (%d reused the number right after Delete, %d after OnRelease, %d after a hang-up won), slot reused too %d times; %d events, %d bytes, %d stale events dropped; B's handlers saw %d events and %d bytes of A's; %d violations; A's handler, running when Delete returned, read %d bytes of B's from the reused number (and started after the reuse %d times)",
 		name, r.cycles.Load(), r.immediate.Load(), r.afterRelease.Load(), r.hungUp.Load(), r.sameSlot.Load(),
-		r.events.Load(), r.bytes.Load(), r.stale, r.crossEvents.Load(), r.crossBytes.Load(), r.viol.n.Load(), r.lateBytes.Load(), r.lateRuns.Load())
+		r.events.Load(), r.bytes.Load(), r.stale, r.crossEvents.Load(), r.crossBytes.Load(), r.viol.Count(), r.lateBytes.Load(), r.lateRuns.Load())
 }
 
 func (r *fdReuseResult) fail(t testing.TB) {
 	t.Helper()
-	if n := r.viol.n.Load(); n != 0 {
+	if n := r.viol.Count(); n != 0 {
 		t.Errorf("%d violations; the first:\n%s", n, r.viol.String())
 	}
-	if n := r.errs.n.Load(); n != 0 {
+	if n := r.errs.Count(); n != 0 {
 		t.Errorf("%d unexpected errors; the first:\n%s", n, r.errs.String())
 	}
 }
@@ -110,7 +110,7 @@ func runFDReuse(t *testing.T, opts poller.Options, cycles, lanes int, stopEarly 
 	}
 	defer unix.Close(l)
 	opts.OnPanic = func(h poller.Handle, v any, stack []byte) {
-		res.viol.add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
+		res.viol.Add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
 	}
 	p, err := poller.New(opts)
 	if err != nil {
@@ -146,7 +146,7 @@ func runFDReuse(t *testing.T, opts poller.Options, cycles, lanes int, stopEarly 
 			next := func() bool {
 				acc, cli, err := dial()
 				if err != nil {
-					res.errs.add("connect: %v", err)
+					res.errs.Add("connect: %v", err)
 					return false
 				}
 				seq = seq%255 + 1 // consecutive connections differ
@@ -171,7 +171,7 @@ func runFDReuse(t *testing.T, opts poller.Options, cycles, lanes int, stopEarly 
 					OnRelease: fdReuseOnRelease(b, res),
 				})
 				if err != nil {
-					res.errs.add("Add of connection %d on fd %d: %v", b.id, num, err)
+					res.errs.Add("Add of connection %d on fd %d: %v", b.id, num, err)
 					closeRST(num)
 					closeRST(cli)
 					return false
@@ -193,13 +193,13 @@ func runFDReuse(t *testing.T, opts poller.Options, cycles, lanes int, stopEarly 
 				return
 			}
 			for left.Add(-1) >= 0 {
-				if stopEarly && res.viol.n.Load() > 0 || budget > 0 && time.Now().After(deadline) || !next() {
+				if stopEarly && res.viol.Count() > 0 || budget > 0 && time.Now().After(deadline) || !next() {
 					break
 				}
 			}
 			if cur != nil {
 				if err := p.Delete(poller.Handle(cur.h.Load())); err != nil && !errors.Is(err, poller.ErrStale) {
-					res.errs.add("final Delete: %v", err)
+					res.errs.Add("final Delete: %v", err)
 				}
 				waitRelease(cur, res)
 				closeRST(num)
@@ -216,7 +216,7 @@ func runFDReuse(t *testing.T, opts poller.Options, cycles, lanes int, stopEarly 
 	res.stale = p.Stats().Stale
 	for _, c := range conns {
 		if n := c.releases.Load(); n != 1 {
-			res.viol.add("connection %d: OnRelease ran %d times, want once", c.id, n)
+			res.viol.Add("connection %d: OnRelease ran %d times, want once", c.id, n)
 		}
 	}
 	return res
@@ -267,7 +267,7 @@ func reuse(p *poller.Poller, a *fconn, acc, num int, rng *rand.Rand, res *fdReus
 			return false
 		}
 	default:
-		res.errs.add("Delete of connection %d: %v", a.id, err)
+		res.errs.Add("Delete of connection %d: %v", a.id, err)
 		return false
 	}
 	if a.cli >= 0 {
@@ -278,7 +278,7 @@ func reuse(p *poller.Poller, a *fconn, acc, num int, rng *rand.Rand, res *fdReus
 	unix.SetsockoptLinger(num, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	a.replaced.Store(true)
 	if err := unix.Dup3(acc, num, unix.O_CLOEXEC); err != nil {
-		res.errs.add("dup3: %v", err)
+		res.errs.Add("dup3: %v", err)
 		return false
 	}
 	unix.Close(acc)
@@ -294,7 +294,7 @@ func waitRelease(c *fconn, res *fdReuseResult) bool {
 	case <-c.released:
 		return true
 	case <-time.After(timeout):
-		res.viol.add("connection %d: no OnRelease within %v of its Delete", c.id, timeout)
+		res.viol.Add("connection %d: no OnRelease within %v of its Delete", c.id, timeout)
 		return false
 	}
 }
@@ -303,15 +303,15 @@ func fdReuseOnEvent(c *fconn, res *fdReuseResult) func(poller.Event) {
 	return func(e poller.Event) {
 		res.events.Add(1)
 		if n := c.inside.Add(1); n != 1 {
-			res.viol.add("connection %d: OnEvent while %d other runs of it", c.id, n-1)
+			res.viol.Add("connection %d: OnEvent while %d other runs of it", c.id, n-1)
 		}
 		defer c.inside.Add(-1)
 		if c.poison.Load() {
-			res.viol.add("connection %d: OnEvent after its OnRelease started", c.id)
+			res.viol.Add("connection %d: OnEvent after its OnRelease started", c.id)
 		}
 		if h := poller.Handle(c.h.Load()); e.Handle != h || e.FD != c.fd {
 			res.crossEvents.Add(1)
-			res.viol.add("event %v for handle %v fd %d reached the handler of connection %d (handle %v fd %d)", e.Events, e.Handle, e.FD, c.id, h, c.fd)
+			res.viol.Add("event %v for handle %v fd %d reached the handler of connection %d (handle %v fd %d)", e.Events, e.Handle, e.FD, c.id, h, c.fd)
 			return
 		}
 		late := c.replaced.Load()
@@ -341,7 +341,7 @@ func fdReuseOnEvent(c *fconn, res *fdReuseResult) func(poller.Event) {
 				res.lateBytes.Add(int64(foreign))
 			default:
 				res.crossBytes.Add(int64(foreign))
-				res.viol.add("%d bytes of another connection reached the handler of connection %d (tag %d), read from fd %d", foreign, c.id, c.tag, e.FD)
+				res.viol.Add("%d bytes of another connection reached the handler of connection %d (tag %d), read from fd %d", foreign, c.id, c.tag, e.FD)
 			}
 		}
 	}
@@ -350,15 +350,15 @@ func fdReuseOnEvent(c *fconn, res *fdReuseResult) func(poller.Event) {
 func fdReuseOnRelease(c *fconn, res *fdReuseResult) func(poller.Released) {
 	return func(r poller.Released) {
 		if n := c.releases.Add(1); n != 1 {
-			res.viol.add("connection %d: OnRelease ran %d times", c.id, n)
+			res.viol.Add("connection %d: OnRelease ran %d times", c.id, n)
 			return
 		}
 		c.poison.Store(true)
 		if n := c.inside.Load(); n != 0 {
-			res.viol.add("connection %d: OnRelease while its OnEvent runs", c.id)
+			res.viol.Add("connection %d: OnRelease while its OnEvent runs", c.id)
 		}
 		if h := poller.Handle(c.h.Load()); r.Handle != h {
-			res.viol.add("release of %v reached connection %d (handle %v)", r.Handle, c.id, h)
+			res.viol.Add("release of %v reached connection %d (handle %v)", r.Handle, c.id, h)
 		}
 		close(c.released)
 	}

@@ -100,7 +100,7 @@ func fuzzPoller(t *testing.T, data []byte) {
 	opts := optsFor(topologies[cfg&1], reclaimers[int(cfg>>1&3)%len(reclaimers)], 1+int(cfg>>3&3))
 	fz := &fuzzer{t: t}
 	opts.OnPanic = func(h poller.Handle, v any, stack []byte) {
-		fz.bad.add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
+		fz.bad.Add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
 	}
 	checkFDLeak(t) // after Close and the cleanup below, the fds are back
 	p, err := poller.New(opts)
@@ -426,7 +426,7 @@ func (fz *fuzzer) finish() {
 		}
 		r.closeFn()
 	}
-	if n := fz.bad.n.Load(); n != 0 {
+	if n := fz.bad.Count(); n != 0 {
 		t.Errorf("%d violations in callbacks; the first:\n%s", n, fz.bad.String())
 	}
 }
@@ -434,14 +434,14 @@ func (fz *fuzzer) finish() {
 func (fz *fuzzer) onEvent(r *freg) func(poller.Event) {
 	return func(e poller.Event) {
 		if n := r.inside.Add(1); n != 1 {
-			fz.bad.add("%v: OnEvent while another callback of it runs", r.hv.Load())
+			fz.bad.Add("%v: OnEvent while another callback of it runs", r.hv.Load())
 		}
 		defer r.inside.Add(-1)
 		if r.poison.Load() {
-			fz.bad.add("%v: OnEvent after OnRelease started", r.hv.Load())
+			fz.bad.Add("%v: OnEvent after OnRelease started", r.hv.Load())
 		}
 		if h := poller.Handle(r.hv.Load()); e.Handle != h || e.FD != r.rd {
-			fz.bad.add("event for %v fd %d delivered to %v fd %d", e.Handle, e.FD, h, r.rd)
+			fz.bad.Add("event for %v fd %d delivered to %v fd %d", e.Handle, e.FD, h, r.rd)
 			return
 		}
 		if r.wr >= 0 {
@@ -455,11 +455,11 @@ func (fz *fuzzer) onEvent(r *freg) func(poller.Event) {
 
 func (fz *fuzzer) onTimer(r *freg) {
 	if n := r.inside.Add(1); n != 1 {
-		fz.bad.add("%v: timer while another callback of it runs", r.hv.Load())
+		fz.bad.Add("%v: timer while another callback of it runs", r.hv.Load())
 	}
 	defer r.inside.Add(-1)
 	if r.poison.Load() {
-		fz.bad.add("%v: timer after OnRelease started", r.hv.Load())
+		fz.bad.Add("%v: timer after OnRelease started", r.hv.Load())
 	}
 	r.timers.Add(1)
 }
@@ -467,17 +467,17 @@ func (fz *fuzzer) onTimer(r *freg) {
 func (fz *fuzzer) onRelease(r *freg) func(poller.Released) {
 	return func(rel poller.Released) {
 		if n := r.rels.Add(1); n != 1 {
-			fz.bad.add("%v: OnRelease ran %d times", r.hv.Load(), n)
+			fz.bad.Add("%v: OnRelease ran %d times", r.hv.Load(), n)
 		}
 		r.poison.Store(true)
 		if r.inside.Load() != 0 {
-			fz.bad.add("%v: OnRelease while a callback of it runs", r.hv.Load())
+			fz.bad.Add("%v: OnRelease while a callback of it runs", r.hv.Load())
 		}
 		if n := r.nHolds.Load(); n != 0 {
-			fz.bad.add("%v: OnRelease with %d holds outstanding", r.hv.Load(), n)
+			fz.bad.Add("%v: OnRelease with %d holds outstanding", r.hv.Load(), n)
 		}
 		if h := poller.Handle(r.hv.Load()); rel.Handle != h || rel.FD != r.rd {
-			fz.bad.add("release of %v fd %d delivered to %v fd %d", rel.Handle, rel.FD, h, r.rd)
+			fz.bad.Add("release of %v fd %d delivered to %v fd %d", rel.Handle, rel.FD, h, r.rd)
 		}
 		r.reason.Store(int32(rel.Reason) + 1)
 	}

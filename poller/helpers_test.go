@@ -5,13 +5,11 @@ package poller_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,26 +373,7 @@ func jitter() {
 }
 
 // vlog counts reports and keeps the first few.
-type vlog struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (v *vlog) add(format string, a ...any) {
-	if v.n.Add(1) > 8 {
-		return
-	}
-	v.mu.Lock()
-	v.msgs = append(v.msgs, fmt.Sprintf(format, a...))
-	v.mu.Unlock()
-}
-
-func (v *vlog) String() string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return "\t" + strings.Join(v.msgs, "\n\t")
-}
+type vlog = testkit.Log
 
 // blockWaiter registers an eventfd whose first OnEvent holds its waiter
 // inside the handler until unblock is called (or timeout passes), makes it

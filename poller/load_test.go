@@ -89,7 +89,7 @@ func testLoad(t *testing.T, opts poller.Options) {
 		recMu    sync.Mutex
 		recs     []*lrec
 	)
-	opts.OnPanic = func(h poller.Handle, v any, _ []byte) { bad.add("panic in a callback of %v: %v", h, v) }
+	opts.OnPanic = func(h poller.Handle, v any, _ []byte) { bad.Add("panic in a callback of %v: %v", h, v) }
 	checkFDLeak(t)
 	base := countFDs(t)
 	p, err := poller.New(opts)
@@ -99,7 +99,7 @@ func testLoad(t *testing.T, opts poller.Options) {
 	add := func() *lrec {
 		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
-			bad.add("eventfd with %d registrations: %v", added.Load(), err)
+			bad.Add("eventfd with %d registrations: %v", added.Load(), err)
 			return nil
 		}
 		r := &lrec{fd: fd}
@@ -107,20 +107,20 @@ func testLoad(t *testing.T, opts poller.Options) {
 			FD: fd, Events: poller.Readable, CloseFD: true,
 			OnEvent: func(e poller.Event) {
 				if closedAt.Load() {
-					bad.add("OnEvent after Close returned")
+					bad.Add("OnEvent after Close returned")
 				}
 				if e.Handle != poller.Handle(r.h.Load()) {
-					bad.add("event for %v delivered to %v", e.Handle, poller.Handle(r.h.Load()))
+					bad.Add("event for %v delivered to %v", e.Handle, poller.Handle(r.h.Load()))
 				}
 				readEventfd(e.FD)
 				events.Add(1)
 			},
 			OnRelease: func(poller.Released) {
 				if closedAt.Load() {
-					bad.add("OnRelease after Close returned")
+					bad.Add("OnRelease after Close returned")
 				}
 				if r.rels.Add(1) != 1 {
-					bad.add("OnRelease twice")
+					bad.Add("OnRelease twice")
 				}
 				r.mu.Lock()
 				r.released = true // the poller closes fd next
@@ -130,7 +130,7 @@ func testLoad(t *testing.T, opts poller.Options) {
 		if err != nil {
 			unix.Close(fd)
 			if !errors.Is(err, poller.ErrClosed) {
-				bad.add("Add with %d registrations: %v", added.Load(), err)
+				bad.Add("Add with %d registrations: %v", added.Load(), err)
 			}
 			return nil
 		}
@@ -175,7 +175,7 @@ func testLoad(t *testing.T, opts poller.Options) {
 				r.mu.Lock()
 				if !r.released {
 					if _, err := unix.Write(r.fd, one[:]); err != nil {
-						bad.add("write: %v", err)
+						bad.Add("write: %v", err)
 					}
 					writes.Add(1)
 				}
@@ -202,7 +202,7 @@ func testLoad(t *testing.T, opts poller.Options) {
 				return
 			}
 			if err != nil {
-				bad.add("Delete: %v", err)
+				bad.Add("Delete: %v", err)
 				return
 			}
 			r := add()
@@ -258,7 +258,7 @@ func testLoad(t *testing.T, opts poller.Options) {
 	t.Logf("%s: %d registrations set up in %v; %v of traffic and churn: %d writes, %d events, %d replaced; released-but-not-free backlog max %d over %d samples (bound %d), drained in %v after the churn stopped, release latency p50 %v p99 %v max %v; Close under load (%d live, %d events so far) took %v and released %d of %d",
 		t.Name(), loadRegs, setup.Round(time.Millisecond), loadRun, writes.Load(), events.Load(), churned.Load(),
 		maxBacklog, samples, loadBacklog, drained.Round(time.Microsecond), before.ReleaseLatency.P50, before.ReleaseLatency.P99, before.ReleaseLatency.Max, before.Live, before.Events, closeTook.Round(time.Microsecond), releasedAtClose, total)
-	if n := bad.n.Load(); n != 0 {
+	if n := bad.Count(); n != 0 {
 		t.Errorf("%d failures; the first:\n%s", n, bad.String())
 	}
 	if maxBacklog >= loadBacklog {

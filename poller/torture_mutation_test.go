@@ -160,11 +160,11 @@ func TestMutationChild(t *testing.T) {
 		}
 		res := runTorture(t, cfg)
 		res.summary(t, "mutant "+name+" "+topo.String())
-		n, first = res.viol.n.Load(), res.viol.String()
+		n, first = res.viol.Count(), res.viol.String()
 	case "fdreuse":
 		res := runFDReuse(t, optsFor(topo, passBuck, 4), 1<<30, 4, true, *mutationBudget)
 		res.summary(t, "mutant "+name+" "+topo.String())
-		n, first = res.viol.n.Load(), res.viol.String()
+		n, first = res.viol.Count(), res.viol.String()
 	default:
 		t.Fatalf("unknown test %q", test)
 	}

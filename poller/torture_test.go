@@ -134,7 +134,7 @@ func (r *tortureResult) summary(t testing.TB, name string) {
 	c := &r.c
 	ws := slices.Compact(slices.Sorted(slices.Values(r.waiters)))
 	t.Logf("%s W=%s: %d ops, %d violations (%d registrations, %d events, %d stale events dropped, %d deletes (%d in handlers), %d final hang-up events, %d modifies, %d holds, %d timers (%d ran, %d stopped), %d barriers, %d rounds (%d closed from a handler), slowest Close %v)",
-		name, intsString(ws), c.ops.Load(), r.viol.n.Load(), c.adds.Load(), c.events.Load(), r.stale,
+		name, intsString(ws), c.ops.Load(), r.viol.Count(), c.adds.Load(), c.events.Load(), r.stale,
 		c.deletes.Load(), c.handlerDeletes.Load(), c.finals.Load(), c.modifies.Load(), c.holds.Load(),
 		c.timers.Load(), c.timersRun.Load(), c.timersStopped.Load(), c.barriers.Load(),
 		c.rounds.Load(), c.closesInHandler.Load(), r.closeMax.Round(time.Microsecond))
@@ -142,10 +142,10 @@ func (r *tortureResult) summary(t testing.TB, name string) {
 
 func (r *tortureResult) fail(t testing.TB) {
 	t.Helper()
-	if n := r.viol.n.Load(); n != 0 {
+	if n := r.viol.Count(); n != 0 {
 		t.Errorf("%d violations; the first:\n%s", n, r.viol.String())
 	}
-	if n := r.errs.n.Load(); n != 0 {
+	if n := r.errs.Count(); n != 0 {
 		t.Errorf("%d unexpected errors; the first:\n%s", n, r.errs.String())
 	}
 }
@@ -267,7 +267,7 @@ func runTorture(t *testing.T, cfg tortureConfig) *tortureResult {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x70727475))
 	end := time.Now().Add(cfg.duration)
 	for time.Now().Before(end) {
-		if cfg.stopEarly && res.viol.n.Load() > 0 {
+		if cfg.stopEarly && res.viol.Count() > 0 {
 			break
 		}
 		d := min(time.Until(end), cfg.maxRound/4+time.Duration(rng.Int64N(int64(cfg.maxRound)*3/4)))
@@ -302,7 +302,7 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 	r.listener = newListener()
 	opts := optsFor(cfg.topo, cfg.rk, w)
 	opts.OnPanic = func(h poller.Handle, v any, stack []byte) {
-		r.res.viol.add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
+		r.res.viol.Add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
 	}
 	p, err := poller.New(opts)
 	if err != nil {
@@ -322,7 +322,7 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 	// waiter blocks.
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
-		if cfg.stopEarly && res.viol.n.Load() > 0 {
+		if cfg.stopEarly && res.viol.Count() > 0 {
 			break
 		}
 		r.idle.Store(false)
@@ -352,7 +352,7 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 	}
 	r.closing.Store(true)
 	if err := closeWithin(t, p); err != nil {
-		res.errs.add("Close: %v", err)
+		res.errs.Add("Close: %v", err)
 	}
 	if d := time.Since(start); d > res.closeMax {
 		res.closeMax = d
@@ -381,18 +381,18 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 	res.stale += st.Stale
 	if !cfg.mutant {
 		if st.Live != 0 || st.ReleasedNotFree != 0 || st.Releases != st.Added || st.Added != uint64(len(r.recs)) {
-			res.viol.add("after Close: Added %d Deleted %d Releases %d Live %d ReleasedNotFree %d, for %d registrations added",
+			res.viol.Add("after Close: Added %d Deleted %d Releases %d Live %d ReleasedNotFree %d, for %d registrations added",
 				st.Added, st.Deleted, st.Releases, st.Live, st.ReleasedNotFree, len(r.recs))
 		}
 		after := fdTable(t)
 		for fd, target := range after {
 			if _, ok := before[fd]; !ok {
-				res.viol.add("fd %d (%s) open after Close", fd, target)
+				res.viol.Add("fd %d (%s) open after Close", fd, target)
 			}
 		}
 		for fd, target := range before {
 			if _, ok := after[fd]; !ok {
-				res.viol.add("fd %d (%s), not the poller's, closed", fd, target)
+				res.viol.Add("fd %d (%s), not the poller's, closed", fd, target)
 			}
 		}
 	}
@@ -404,7 +404,7 @@ func (r *tround) check(t *testing.T) {
 	for _, rec := range r.recs {
 		n := rec.releases.Load()
 		if n != 1 {
-			r.res.viol.add("registration %d (%s, %v): OnRelease ran %d times, want once", rec.id, rec.kind, poller.Handle(rec.h.Load()), n)
+			r.res.viol.Add("registration %d (%s, %v): OnRelease ran %d times, want once", rec.id, rec.kind, poller.Handle(rec.h.Load()), n)
 			continue
 		}
 		why := poller.Reason(rec.reason.Load() - 1)
@@ -419,12 +419,12 @@ func (r *tround) check(t *testing.T) {
 			ok = dels == 0 && finals == 0
 		}
 		if !ok {
-			r.res.viol.add("registration %d (%s): released as %v after %d successful Deletes and %d final events", rec.id, rec.kind, why, dels, finals)
+			r.res.viol.Add("registration %d (%s): released as %v after %d successful Deletes and %d final events", rec.id, rec.kind, why, dels, finals)
 		}
 		rec.tmu.Lock()
 		for _, tm := range rec.timers {
 			if tm.stopped.Load() && tm.ran.Load() != 0 {
-				r.res.viol.add("registration %d: a timer ran although stop reported it cancelled", rec.id)
+				r.res.viol.Add("registration %d: a timer ran although stop reported it cancelled", rec.id)
 			}
 		}
 		rec.tmu.Unlock()
@@ -465,15 +465,15 @@ func kcmp(a, b int) (uintptr, uintptr, unix.Errno) {
 func (r *tround) identity(rec *trec, fd int, where string) bool {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		r.res.viol.add("%s of registration %d (%s): fstat fd %d: %v", where, rec.id, rec.kind, fd, err)
+		r.res.viol.Add("%s of registration %d (%s): fstat fd %d: %v", where, rec.id, rec.kind, fd, err)
 		return false
 	}
 	if uint64(st.Dev) != rec.dev || uint64(st.Ino) != rec.ino {
-		r.res.viol.add("%s of registration %d (%s): fd %d is device %d inode %d, want %d/%d: the number was reused", where, rec.id, rec.kind, fd, st.Dev, st.Ino, rec.dev, rec.ino)
+		r.res.viol.Add("%s of registration %d (%s): fd %d is device %d inode %d, want %d/%d: the number was reused", where, rec.id, rec.kind, fd, st.Dev, st.Ino, rec.dev, rec.ino)
 		return false
 	}
 	if rec.ref >= 0 && !sameFile(fd, rec.ref) {
-		r.res.viol.add("%s of registration %d (%s): fd %d is another eventfd: the number was reused", where, rec.id, rec.kind, fd)
+		r.res.viol.Add("%s of registration %d (%s): fd %d is another eventfd: the number was reused", where, rec.id, rec.kind, fd)
 		return false
 	}
 	return true
@@ -536,13 +536,13 @@ func (r *tround) add(l *tlane, rng *rand.Rand) {
 		r.c.tcp.Add(1)
 	}
 	if err != nil {
-		r.res.errs.add("make %s: %v", rec.kind, err)
+		r.res.errs.Add("make %s: %v", rec.kind, err)
 		time.Sleep(time.Millisecond)
 		return
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(rec.rd, &st); err != nil {
-		r.res.errs.add("fstat: %v", err)
+		r.res.errs.Add("fstat: %v", err)
 	}
 	rec.dev, rec.ino = uint64(st.Dev), uint64(st.Ino)
 	rec.base = poller.Readable
@@ -559,7 +559,7 @@ func (r *tround) add(l *tlane, rng *rand.Rand) {
 	})
 	if err != nil {
 		if !errors.Is(err, poller.ErrClosed) {
-			r.res.errs.add("Add %s fd %d: %v", rec.kind, rec.rd, err)
+			r.res.errs.Add("Add %s fd %d: %v", rec.kind, rec.rd, err)
 		}
 		rec.released = true
 		rec.closeAll(true)
@@ -602,7 +602,7 @@ func (r *tround) deleteRec(rec *trec, inHandler bool) {
 	switch {
 	case err == nil:
 		if n := rec.deletesOK.Add(1); n != 1 {
-			r.res.viol.add("registration %d: %d Deletes of %v succeeded", rec.id, n, h)
+			r.res.viol.Add("registration %d: %d Deletes of %v succeeded", rec.id, n, h)
 		}
 		rec.claimed.Store(true)
 		r.c.deletes.Add(1)
@@ -616,7 +616,7 @@ func (r *tround) deleteRec(rec *trec, inHandler bool) {
 		rec.claimed.Store(true) // hung up, or deleted by someone else
 	case errors.Is(err, poller.ErrClosed):
 	default:
-		r.res.errs.add("Delete %v: %v", h, err)
+		r.res.errs.Add("Delete %v: %v", h, err)
 	}
 }
 
@@ -625,7 +625,7 @@ func (r *tround) modify(rec *trec, ev poller.Events) {
 	err := r.p.Modify(poller.Handle(rec.h.Load()), ev)
 	r.c.modifies.Add(1)
 	if err != nil && !errors.Is(err, poller.ErrStale) && !errors.Is(err, poller.ErrClosed) {
-		r.res.errs.add("Modify %v to %v: %v", poller.Handle(rec.h.Load()), ev, err)
+		r.res.errs.Add("Modify %v to %v: %v", poller.Handle(rec.h.Load()), ev, err)
 	}
 }
 
@@ -651,21 +651,21 @@ func (r *tround) onEvent(rec *trec) func(poller.Event) {
 	return func(e poller.Event) {
 		r.c.events.Add(1)
 		if n := rec.inside.Add(1); n != 1 {
-			r.res.viol.add("registration %d: OnEvent %v while %d other callbacks of it run", rec.id, e.Events, n-1)
+			r.res.viol.Add("registration %d: OnEvent %v while %d other callbacks of it run", rec.id, e.Events, n-1)
 		}
 		defer rec.inside.Add(-1)
 		if rec.poison.Load() {
-			r.res.viol.add("registration %d: OnEvent %v after its OnRelease started", rec.id, e.Events)
+			r.res.viol.Add("registration %d: OnEvent %v after its OnRelease started", rec.id, e.Events)
 		}
 		if n := rec.pipe.Load(); n > 0 {
-			r.res.viol.add("registration %d: OnEvent %v after %d Barriers completed since its Delete", rec.id, e.Events, n)
+			r.res.viol.Add("registration %d: OnEvent %v after %d Barriers completed since its Delete", rec.id, e.Events, n)
 		}
 		if rec.finals.Load() != 0 {
-			r.res.viol.add("registration %d: OnEvent %v after its final hang-up event", rec.id, e.Events)
+			r.res.viol.Add("registration %d: OnEvent %v after its final hang-up event", rec.id, e.Events)
 		}
 		h := poller.Handle(rec.h.Load())
 		if e.Handle != h || e.FD != rec.rd {
-			r.res.viol.add("event for %v fd %d (%v) delivered to registration %d, handle %v fd %d", e.Handle, e.FD, e.Events, rec.id, h, rec.rd)
+			r.res.viol.Add("event for %v fd %d (%v) delivered to registration %d, handle %v fd %d", e.Handle, e.FD, e.Events, rec.id, h, rec.rd)
 			return
 		}
 		if !r.identity(rec, e.FD, "OnEvent") {
@@ -675,7 +675,7 @@ func (r *tround) onEvent(rec *trec) func(poller.Event) {
 		gone := drain(rec.kind, e.FD)
 		if e.Events&(poller.HangUp|poller.Error) != 0 {
 			if n := rec.finals.Add(1); n != 1 {
-				r.res.viol.add("registration %d: %d final hang-up events", rec.id, n)
+				r.res.viol.Add("registration %d: %d final hang-up events", rec.id, n)
 			}
 			rec.claimed.Store(true)
 			r.c.finals.Add(1)
@@ -685,7 +685,7 @@ func (r *tround) onEvent(rec *trec) func(poller.Event) {
 			start := time.Now()
 			r.p.Close() // starts the shutdown; cannot wait for itself
 			if d := time.Since(start); d > time.Second {
-				r.res.viol.add("Close from OnEvent took %v: it waited for itself", d)
+				r.res.viol.Add("Close from OnEvent took %v: it waited for itself", d)
 			}
 			return
 		}
@@ -712,7 +712,7 @@ func (r *tround) onEvent(rec *trec) func(poller.Event) {
 			err := r.p.Barrier(ctx)
 			cancel()
 			if !errors.Is(err, poller.ErrInCallback) && !errors.Is(err, poller.ErrClosed) {
-				r.res.viol.add("Barrier in OnEvent = %v, want ErrInCallback", err)
+				r.res.viol.Add("Barrier in OnEvent = %v, want ErrInCallback", err)
 			}
 		case x < 90:
 			r.afterFunc(rec, time.Duration(rand.IntN(2000))*time.Microsecond, false)
@@ -723,17 +723,17 @@ func (r *tround) onEvent(rec *trec) func(poller.Event) {
 func (r *tround) onRelease(rec *trec) func(poller.Released) {
 	return func(rel poller.Released) {
 		if n := rec.releases.Add(1); n != 1 {
-			r.res.viol.add("registration %d: OnRelease ran %d times", rec.id, n)
+			r.res.viol.Add("registration %d: OnRelease ran %d times", rec.id, n)
 		}
 		rec.poison.Store(true)
 		if n := rec.inside.Load(); n != 0 {
-			r.res.viol.add("registration %d: OnRelease while %d of its callbacks run", rec.id, n)
+			r.res.viol.Add("registration %d: OnRelease while %d of its callbacks run", rec.id, n)
 		}
 		if n := rec.holds.Load(); n != 0 {
-			r.res.viol.add("registration %d: OnRelease while %d holds are outstanding", rec.id, n)
+			r.res.viol.Add("registration %d: OnRelease while %d holds are outstanding", rec.id, n)
 		}
 		if h := rec.handle(); rel.Handle != h || rel.FD != rec.rd {
-			r.res.viol.add("release of %v fd %d delivered to registration %d, handle %v fd %d", rel.Handle, rel.FD, rec.id, h, rec.rd)
+			r.res.viol.Add("release of %v fd %d delivered to registration %d, handle %v fd %d", rel.Handle, rel.FD, rec.id, h, rec.rd)
 		}
 		rec.reason.Store(int32(rel.Reason) + 1)
 		if rand.IntN(10) == 0 {
@@ -754,7 +754,7 @@ func (r *tround) afterFunc(rec *trec, d time.Duration, mayStop bool) {
 	stop, err := r.p.AfterFunc(poller.Handle(rec.h.Load()), d, func() { r.timer(rec, tm) })
 	if err != nil {
 		if !errors.Is(err, poller.ErrStale) && !errors.Is(err, poller.ErrClosed) {
-			r.res.errs.add("AfterFunc: %v", err)
+			r.res.errs.Add("AfterFunc: %v", err)
 		}
 		return
 	}
@@ -771,7 +771,7 @@ func (r *tround) afterFunc(rec *trec, d time.Duration, mayStop bool) {
 			r.c.timersStopped.Add(1)
 		}
 		if stop() {
-			r.res.viol.add("registration %d: a timer's stop reported true twice", rec.id)
+			r.res.viol.Add("registration %d: a timer's stop reported true twice", rec.id)
 		}
 	}
 }
@@ -782,17 +782,17 @@ func (r *tround) timer(rec *trec, tm *ttimer) {
 	tm.ran.Add(1)
 	r.c.timersRun.Add(1)
 	if n := rec.inside.Add(1); n != 1 {
-		r.res.viol.add("registration %d: timer while %d other callbacks of it run", rec.id, n-1)
+		r.res.viol.Add("registration %d: timer while %d other callbacks of it run", rec.id, n-1)
 	}
 	defer rec.inside.Add(-1)
 	if rec.poison.Load() {
-		r.res.viol.add("registration %d: timer after its OnRelease started", rec.id)
+		r.res.viol.Add("registration %d: timer after its OnRelease started", rec.id)
 	}
 	if n := rec.pipe.Load(); n > 0 {
-		r.res.viol.add("registration %d: timer after %d Barriers completed since its Delete", rec.id, n)
+		r.res.viol.Add("registration %d: timer after %d Barriers completed since its Delete", rec.id, n)
 	}
 	if rec.finals.Load() != 0 {
-		r.res.viol.add("registration %d: timer after its final hang-up event", rec.id)
+		r.res.viol.Add("registration %d: timer after its final hang-up event", rec.id)
 	}
 	if !r.identity(rec, rec.rd, "timer") {
 		return
@@ -819,7 +819,7 @@ func (r *tround) hold(rec *trec, rng *rand.Rand) {
 	if err != nil {
 		<-r.holdSem
 		if !errors.Is(err, poller.ErrStale) && !errors.Is(err, poller.ErrClosed) {
-			r.res.errs.add("Hold: %v", err)
+			r.res.errs.Add("Hold: %v", err)
 		}
 		return
 	}
@@ -830,7 +830,7 @@ func (r *tround) hold(rec *trec, rng *rand.Rand) {
 	r.holdWG.Go(func() {
 		defer func() { <-r.holdSem }()
 		if rec.poison.Load() {
-			r.res.viol.add("registration %d: OnRelease started while it was held", rec.id)
+			r.res.viol.Add("registration %d: OnRelease started while it was held", rec.id)
 		}
 		if deleteToo {
 			r.deleteRec(rec, false) // the release must wait for the hold
@@ -844,7 +844,7 @@ func (r *tround) hold(rec *trec, rng *rand.Rand) {
 			time.Sleep(time.Duration(50+rand.IntN(300)) * time.Microsecond)
 		}
 		if rec.poison.Load() {
-			r.res.viol.add("registration %d: OnRelease started while it was held", rec.id)
+			r.res.viol.Add("registration %d: OnRelease started while it was held", rec.id)
 		}
 		rec.holds.Add(-1)
 		release()
@@ -878,7 +878,7 @@ func (r *tround) write(rec *trec, rng *rand.Rand, n int) {
 			_, err = unix.Write(fd, buf[:1+rng.IntN(len(buf))])
 		}
 		if err != nil && err != unix.EAGAIN {
-			r.res.errs.add("write to registration %d (%s) fd %d: %v", rec.id, rec.kind, fd, err)
+			r.res.errs.Add("write to registration %d (%s) fd %d: %v", rec.id, rec.kind, fd, err)
 			return
 		}
 	}
@@ -991,14 +991,14 @@ func (r *tround) barrierLoop(seed uint64) {
 			for _, rec := range batch {
 				// Barrier does not wait for holds.
 				if !rec.poison.Load() && !rec.everHeld.Load() {
-					r.res.viol.add("registration %d: Barrier returned before its OnRelease, though Delete returned before Barrier began", rec.id)
+					r.res.viol.Add("registration %d: Barrier returned before its OnRelease, though Delete returned before Barrier began", rec.id)
 				}
 				rec.pipe.Add(1)
 			}
 		case errors.Is(err, poller.ErrClosed):
 			return
 		default:
-			r.res.errs.add("Barrier: %v", err)
+			r.res.errs.Add("Barrier: %v", err)
 		}
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
 	}
