@@ -116,11 +116,8 @@ func (c *Conn) setHandle(h poller.Handle) {
 
 // Buffered returns how many input bytes OnData (or OnDrain) can read now.
 func (c *Conn) Buffered() int {
-	in := c.input()
-	if in == nil {
-		return 0
-	}
-	return len(in.view) - in.off
+	_, b := c.rest()
+	return len(b)
 }
 
 // input returns the input OnData (or OnDrain) is reading now, on the
@@ -136,6 +133,16 @@ func (c *Conn) input() *input {
 	return nil
 }
 
+// rest returns the input being read and its unconsumed bytes; outside
+// OnData and OnDrain, nil and none.
+func (c *Conn) rest() (*input, []byte) {
+	in := c.input()
+	if in == nil {
+		return nil, nil
+	}
+	return in, in.view[in.off:]
+}
+
 // Peek returns the next n input bytes without consuming them. If fewer are
 // buffered it returns them all and ErrShortBuffer. The slice aliases the
 // connection's buffer: it is valid until OnData returns or calls Next or
@@ -144,14 +151,7 @@ func (c *Conn) Peek(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, negative("Peek", n)
 	}
-	in := c.input()
-	if in == nil {
-		if n == 0 {
-			return nil, nil
-		}
-		return nil, ErrShortBuffer
-	}
-	b := in.view[in.off:]
+	_, b := c.rest()
 	if n > len(b) {
 		return b[:len(b):len(b)], ErrShortBuffer
 	}
@@ -165,18 +165,13 @@ func (c *Conn) Next(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, negative("Next", n)
 	}
-	in := c.input()
-	if in == nil {
-		if n == 0 {
-			return nil, nil
-		}
-		return nil, ErrShortBuffer
-	}
-	b := in.view[in.off:]
+	in, b := c.rest()
 	if n > len(b) {
 		return nil, ErrShortBuffer
 	}
-	in.off += n
+	if n > 0 {
+		in.off += n
+	}
 	return b[:n:n], nil
 }
 
@@ -187,19 +182,15 @@ func (c *Conn) Discard(n int) (int, error) {
 	if n < 0 {
 		return 0, negative("Discard", n)
 	}
-	in := c.input()
-	if in == nil {
-		if n == 0 {
-			return 0, nil
-		}
-		return 0, ErrShortBuffer
+	in, b := c.rest()
+	var err error
+	if n > len(b) {
+		n, err = len(b), ErrShortBuffer
 	}
-	if avail := len(in.view) - in.off; n > avail {
-		in.off += avail
-		return avail, ErrShortBuffer
+	if n > 0 {
+		in.off += n
 	}
-	in.off += n
-	return n, nil
+	return n, err
 }
 
 // Write queues b for the connection, in order with every other Write, and
