@@ -15,7 +15,7 @@ import (
 )
 
 // TestHalfCloseDefault: the client writes a request and half-closes; a
-// handler that is no ReadCloser still gets all of it, its reply written in
+// handler that is no HalfCloser still gets all of it, its reply written in
 // OnData arrives, then EOF; the connection ends as peer-closed.
 func TestHalfCloseDefault(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
@@ -44,10 +44,10 @@ func TestHalfCloseDefault(t *testing.T) {
 	})
 }
 
-// TestHalfCloseReadCloser: with a ReadCloser, OnReadEOF runs after every
+// TestHalfCloseHalfCloser: with a HalfCloser, OnReadEOF runs after every
 // byte was delivered; the handler replies later, from another goroutine,
 // and closes; the client gets the reply, then EOF.
-func TestHalfCloseReadCloser(t *testing.T) {
+func TestHalfCloseHalfCloser(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		r := newRecorder(t)
 		var k collector

@@ -14,29 +14,79 @@
 //     OnClose runs once, after the grace period, and nothing else runs for
 //     the connection after it starts (poller's per-registration
 //     serialisation and its OnRelease).
-//   - Output is bounded: Options.MaxQueued bounds what one connection may
-//     have queued; a Write that would exceed it fails with ErrQueueFull
-//     and queues nothing, and what was queued before is kept. Above
-//     Options.HighWater reading pauses, so a slow reader pushes back on
-//     its peer instead of growing memory (Conn.Write).
+//   - Output is bounded, and flow control is conn's, not the handler's
+//     (see Flow control below): a handler that asks Conn.Writable between
+//     replies keeps at most Options.HighWater plus one reply queued, never
+//     sees ErrQueueFull, and is offered the requests it left again once the
+//     queue is back at Options.LowWater. Above HighWater reading pauses, so
+//     a slow reader pushes back on its peer instead of growing memory.
 //   - Nothing is buffered per idle connection: reads go to a per-waiter
 //     buffer, and only what the handler leaves unconsumed is kept; output
 //     storage is allocated on a partial write and dropped when drained.
-//   - Close flushes what was queued (within Options.FlushTimeout), sends
-//     FIN, and drains the peer until its FIN, so the peer sees every byte
-//     written before Close; Abort resets at once. Data that arrived before
-//     the peer's FIN is delivered, and the handler can still reply.
+//   - Close flushes what was queued, sends FIN, and drains the peer until
+//     its FIN, so the peer sees every byte written before Close; Abort
+//     resets at once. Options.FlushTimeout bounds a stall, not a size: a
+//     peer that keeps reading gets every byte of a large reply. Data that
+//     arrived before the peer's FIN is delivered, and the handler can still
+//     reply to all of it.
 //   - Out of file descriptors, the server keeps serving its connections,
 //     pauses accepting and resumes by itself; it burns no CPU meanwhile.
 //   - Lifetimes are bounded: idle, read and write deadlines fire on the
 //     connection's own waiter and never after OnClose (deadline.go); Dial
 //     never blocks a waiter and is cancelled by its context, Shutdown and
-//     Close; Shutdown drains connections whose peers keep reading and
-//     resets the rest when its context ends; Close resets at once.
+//     Close; Shutdown finishes the requests already read and resets what is
+//     left when its context ends; Close resets at once.
+//
+// # Flow control
+//
+// A pipelining client may send thousands of requests in one read while it
+// reads nothing back. A handler that answered them all at once would queue
+// every reply. Instead, OnData runs requests in a loop and asks Writable
+// before each one:
+//
+//	func (h *handler) OnData(c *conn.Conn) {
+//		for c.Writable() {
+//			req, ok := parse(c) // consumes one complete request, or none
+//			if !ok {
+//				return // incomplete: offered again, with more, when it arrives
+//			}
+//			c.Write(h.serve(req))
+//		}
+//		// Writable is false: more than HighWater is queued (or the
+//		// connection is closing). Return; what is left stays buffered.
+//	}
+//
+// The contract: Writable reports false once more than Options.HighWater is
+// queued, and then reading pauses; when the socket has drained the queue to
+// Options.LowWater, conn calls OnData again with the same unconsumed input,
+// whether or not more bytes arrive, and resumes reading. A Write that starts
+// with at most HighWater queued is always taken, whatever its size, so such
+// a handler holds at most HighWater plus one reply and never sees
+// ErrQueueFull. Options.MaxQueued bounds writers that ignore Writable (a
+// goroutine publishing to many connections, say): a Write that starts above
+// HighWater and would take the queue past MaxQueued fails with ErrQueueFull
+// and queues nothing. A handler that also implements Drainer gets OnDrain at
+// LowWater first, as a proxy wants. Server.Options returns the limits in
+// force, defaults filled in.
+//
+// # Shutdown
+//
+// Server.Shutdown stops accepting and stops reading every connection, and
+// lets each finish what it has read: OnData is offered the requests already
+// buffered, under the same flow control, and its replies are flushed; then
+// the connection is closed as Close does (FIN, drain until the peer's FIN).
+// A handler can tell from Conn.Draining, true from then on. The peer's FIN
+// without a HalfCloser is handled the same way: requests received before it
+// are all answered. When Shutdown's context ends, a connection that still
+// has work (unanswered requests, unsent output) is reset and counted as
+// forced; one whose output is all sent and whose peer merely has not
+// answered our FIN (an idle client) is closed without a reset and counted
+// as drained: it has every byte.
 //
 // Every method of Conn may be called from any goroutine, any number of
 // times, except Peek, Next, Discard and Buffered, which read the inbound
-// buffer and belong to OnData and OnDrain. After Close, Abort or the end of the
+// buffer and belong to OnData and OnDrain, and SetValue, which belongs to
+// the handler. After Close, Abort or the end of the
 // connection, methods return an error matching net.ErrClosed and never
 // touch the fd.
 package conn
@@ -55,9 +105,10 @@ import (
 // Sentinel errors. Test with errors.Is. Operations on a closed connection
 // return errors matching net.ErrClosed.
 var (
-	// ErrQueueFull reports a Write that would queue more than
-	// Options.MaxQueued bytes on one connection; nothing of it was
-	// written or queued.
+	// ErrQueueFull reports a Write that found more than
+	// Options.HighWater queued and would have taken the queue past
+	// Options.MaxQueued; nothing of it was written or queued. A handler
+	// that checks Conn.Writable before each reply never sees it.
 	ErrQueueFull = errors.New("conn: output queue full")
 	// ErrInvalid reports a bad argument: a negative size, a nil handler,
 	// a bad address or network, invalid Options.
@@ -94,10 +145,11 @@ const (
 	// ReasonError: a system call failed, the inbound buffer overflowed, or
 	// a handler panicked.
 	ReasonError
-	// ReasonTimeout: a deadline expired (idle, read or write), or Close
-	// could not flush within Options.FlushTimeout.
+	// ReasonTimeout: a deadline expired (idle, read or write), or a
+	// closing connection's output made no progress for
+	// Options.FlushTimeout.
 	ReasonTimeout
-	// ReasonShutdown: the server closed.
+	// ReasonShutdown: Shutdown or Close of the server ended it.
 	ReasonShutdown
 	numReasons
 )
@@ -132,7 +184,9 @@ type Handler interface {
 	OnOpen(c *Conn)
 	// OnData runs when input is buffered: read it with Peek, Next and
 	// Discard. What the handler leaves unconsumed stays buffered and is
-	// offered again, with more, next time.
+	// offered again: with more input when it arrives, and, if the handler
+	// stopped because Writable reported false, once the output queue has
+	// drained to Options.LowWater (see Flow control in the package doc).
 	OnData(c *Conn)
 	// OnClose runs once, after the connection ended and no other method
 	// of its handler runs or will run. err is what failed, if anything.
@@ -140,28 +194,46 @@ type Handler interface {
 	OnClose(c *Conn, reason Reason, err error)
 }
 
+// BaseHandler is a Handler whose methods do nothing but discard input.
+// Embed it to implement only the methods a server needs:
+//
+//	type echo struct{ conn.BaseHandler }
+//
+//	func (echo) OnData(c *conn.Conn) { b, _ := c.Next(c.Buffered()); c.Write(b) }
+type BaseHandler struct{}
+
+// OnOpen does nothing.
+func (BaseHandler) OnOpen(*Conn) {}
+
+// OnData discards the input.
+func (BaseHandler) OnData(c *Conn) { c.Discard(c.Buffered()) }
+
+// OnClose does nothing.
+func (BaseHandler) OnClose(*Conn, Reason, error) {}
+
 // Drainer is implemented by a Handler that wants to know when a
 // connection's queued output, having gone above Options.HighWater, has
 // fallen to Options.LowWater: a proxy resumes reading its other side
-// there, and a pipelining server resumes the requests it left in the
-// input (OnDrain reads it with Peek, Next and Discard, as OnData does).
-// OnDrain runs on the connection's waiter, like OnData.
+// there. OnDrain runs on the connection's waiter, like OnData, and may read
+// the input as OnData does; after it, OnData is offered what is left (a
+// pipelining server needs no Drainer: see Flow control in the package doc).
 type Drainer interface {
 	OnDrain(c *Conn)
 }
 
-// ReadCloser is implemented by a Handler that wants to decide what to do
-// when the peer closes its side (a half-close). Without it the connection
-// is closed, after its queued output is flushed, with ReasonPeerClosed.
-// With it OnReadEOF runs (after OnData delivered everything that came
-// before the FIN), and the connection stays open for writing until the
-// handler calls Close.
-type ReadCloser interface {
+// HalfCloser is implemented by a Handler that wants to decide what to do
+// when the peer closes its side (a TCP half-close, FIN). Without it the
+// connection finishes the requests received before the FIN (as in
+// Shutdown), flushes, and closes with ReasonPeerClosed. With it OnReadEOF
+// runs (after OnData was offered everything that came before the FIN), and
+// the connection stays open for writing until the handler calls Close.
+type HalfCloser interface {
 	OnReadEOF(c *Conn)
 }
 
 // Defaults of Options.
 const (
+	DefaultHighWater    = 1 << 20
 	DefaultMaxQueued    = 4 << 20
 	DefaultMaxBuffered  = 4 << 20
 	DefaultFlushTimeout = 5 * time.Second
@@ -174,20 +246,28 @@ type Options struct {
 	// Poller configures the server's poller; its zero value is the
 	// poller's default (GOMAXPROCS waiters, one epoll set each).
 	Poller poller.Options
-	// MaxQueued bounds the output one connection may have queued (bytes
-	// written but not yet taken by the socket), and so any single write;
-	// 0 means DefaultMaxQueued.
-	MaxQueued int
-	// HighWater pauses reading a connection while more than this is
-	// queued; 0 means MaxQueued/2. LowWater resumes it (and calls
-	// OnDrain); 0 means HighWater/4.
+	// HighWater is the most output queued (written, not yet taken by the
+	// socket) at which Writable still reports true; above it reading
+	// pauses. 0 means DefaultHighWater, or MaxQueued/2 if that is less.
+	// LowWater is where a queue that went above HighWater has drained
+	// enough: reading resumes, OnDrain runs and OnData is offered what it
+	// left; 0 means HighWater/4.
 	HighWater, LowWater int
+	// MaxQueued bounds the queue of writers that ignore Writable: a Write
+	// that starts with more than HighWater queued fails with ErrQueueFull
+	// if it would take the queue past MaxQueued. A Write that starts at or
+	// below HighWater is taken whatever its size. 0 means
+	// DefaultMaxQueued, or HighWater if that is more.
+	MaxQueued int
 	// MaxBuffered bounds the input a handler may leave unconsumed; 0 means
 	// DefaultMaxBuffered.
 	MaxBuffered int
-	// FlushTimeout bounds how long Close flushes queued output and waits
-	// for the peer's FIN before the connection is reset; 0 means
-	// DefaultFlushTimeout.
+	// FlushTimeout bounds a stall of a closing connection: while queued
+	// output makes no progress for this long, the connection is reset
+	// (ReasonTimeout); once everything is sent and our FIN is out, a peer
+	// that does not answer with its FIN for this long is closed without a
+	// reset. A peer that keeps reading gets every byte however long it
+	// takes. 0 means DefaultFlushTimeout.
 	FlushTimeout time.Duration
 	// AcceptBatch is the most connections accepted per listener event;
 	// 0 means DefaultAcceptBatch.
@@ -195,9 +275,10 @@ type Options struct {
 	// ReadBuffer is the size of each waiter's read buffer, the most one
 	// read takes; 0 means DefaultReadBuffer.
 	ReadBuffer int
-	// Delay keeps Nagle's algorithm on accepted TCP connections; by
-	// default TCP_NODELAY is set.
-	Delay bool
+	// Nagle keeps Nagle's algorithm on for TCP connections (it delays
+	// small writes to coalesce them); by default TCP_NODELAY is set, so
+	// every Write is sent at once.
+	Nagle bool
 	// SendBuffer sets SO_SNDBUF on accepted connections; 0 keeps the
 	// system's default. A small one makes most large writes partial.
 	SendBuffer int
@@ -228,10 +309,10 @@ func (o *Options) normalize() error {
 		return bad("negative size or duration in Options")
 	}
 	if o.MaxQueued == 0 {
-		o.MaxQueued = DefaultMaxQueued
+		o.MaxQueued = max(DefaultMaxQueued, o.HighWater)
 	}
 	if o.HighWater == 0 {
-		o.HighWater = o.MaxQueued / 2
+		o.HighWater = min(DefaultHighWater, o.MaxQueued/2)
 	}
 	if o.LowWater == 0 {
 		o.LowWater = o.HighWater / 4

@@ -14,14 +14,19 @@ import (
 //	open     reading and writing
 //	closing  Close was called: no new writes; queued output is flushed,
 //	         then FIN (shutdown) is sent and input is drained until the
-//	         peer's FIN, all within FlushTimeout
+//	         peer's FIN; FlushTimeout bounds each stall
 //	ending   the registration was deleted: nothing more is read or
 //	         written; OnClose follows after the grace period
 //	released OnClose's path has begun; the poller closes the fd after it
 //
-// Independently: wshut (CloseWrite, or closing after its flush: FIN sent
-// or due once the queue drains), eof (the peer's FIN was read), paused
-// (PauseRead), high (reading paused by the HighWater mark).
+// Independently, under mu: wshut (CloseWrite, or closing after its flush:
+// FIN sent or due once the queue drains), finSent, eof (the peer's FIN was
+// read), paused (PauseRead). And in Conn.flags, atomic so that Writable and
+// every event read them without the mutex, each changed under mu:
+// flagHigh (above HighWater until LowWater: reading paused, Writable
+// false), flagNoWrite (writes refused), flagFinishing (open, but reading
+// stopped by Shutdown or the peer's FIN: the handler finishes what it has
+// read, then the connection closes).
 const (
 	stOpen = iota
 	stClosing
@@ -29,12 +34,21 @@ const (
 	stReleased
 )
 
+// Bits of Conn.flags.
+const (
+	flagDeadlines  = 1 << iota // one was ever set (deadline.go): reads pay nothing otherwise
+	flagDialing                // a connect was pending (dial.go); stays set if it failed
+	flagOwnHandler             // served by connExt.h, not the server's Handler (Dial's h)
+	flagHigh
+	flagNoWrite
+	flagFinishing
+)
+
 // Conn is one connection. Its methods are safe for concurrent use, except
-// Peek, Next, Discard and Buffered, which belong to OnData and OnDrain.
+// Peek, Next, Discard and Buffered, which belong to OnData and OnDrain, and
+// SetValue, which belongs to the handler.
 type Conn struct {
 	s   *Server
-	h   Handler
-	fd  int
 	hnd atomic.Uint64 // poller.Handle, set by Add or the first event
 	at  int64         // accepted, in Server.clock's time
 
@@ -51,34 +65,34 @@ type Conn struct {
 	events poller.Events // the interest set registered now
 	state  uint8
 	reason uint8 // a Reason, once reasonSet
-	// Flags: wshut: no more writes (FIN sent, or due after the queue);
-	// finSent; eof: the peer's FIN was read; paused: PauseRead; high:
-	// above HighWater until LowWater.
-	wshut, finSent, eof, paused, high, reasonSet bool
-	flags                                        atomic.Uint32 // flagDeadlines, flagDialing
+
+	wshut, finSent, eof, paused, reasonSet bool
+
+	flags atomic.Uint32
 
 	bytesIn, bytesOut atomic.Uint64
+
+	// value is SetValue's, the handler's own: no lock, as with the
+	// handler's other state, which its serialisation orders.
+	value any
 
 	// What few connections need lives apart, allocated on first use
 	// under mu: an idle connection stays small.
 	*connExt
 
 	prev, next *Conn // in the server's list of live connections
+	fd         int
 }
 
-// Bits of Conn.flags, read without the mutex on every event.
-const (
-	flagDeadlines = 1 << iota // one was ever set (deadline.go): reads pay nothing otherwise
-	flagDialing               // a connect is pending (dial.go)
-)
-
 // connExt is the part of a connection's state that only some need: timers
-// and deadlines, and a pending connect. Guarded by Conn.mu.
+// and deadlines, and a pending connect. Guarded by Conn.mu, except h, set
+// before the connection is registered and never changed.
 type connExt struct {
-	err   error // what ended the connection, if anything failed
-	value any   // SetValue's
+	h   Handler // Dial's handler, with flagOwnHandler
+	err error   // what ended the connection, if anything failed
 
-	flushStop func() bool // Close's flush timer
+	flushStop     func() bool // Close's flush timer
+	flushProgress int64       // when a closing connection's output last moved
 
 	// Deadlines, in Server.clock's time (deadline.go).
 	idle, progress  int64
@@ -93,8 +107,14 @@ type connExt struct {
 	dialFailed bool
 }
 
-// handler returns the connection's Handler.
-func (c *Conn) handler() Handler { return c.h }
+// handler returns the connection's Handler. connExt.h is set before the
+// registration is added, so reading it needs no lock.
+func (c *Conn) handler() Handler {
+	if c.flags.Load()&flagOwnHandler != 0 {
+		return c.connExt.h
+	}
+	return c.s.h
+}
 
 // ext returns the connection's extension, made on first use. The caller
 // holds mu.
@@ -196,12 +216,13 @@ func (c *Conn) Discard(n int) (int, error) {
 // Write queues b for the connection, in order with every other Write, and
 // returns len(b) once it is written or queued. It never blocks. When the
 // socket takes it all nothing is queued; otherwise the rest is copied and
-// sent as the socket drains. A Write that would queue more than
-// Options.MaxQueued fails with ErrQueueFull and writes nothing. After
-// Close, CloseWrite or the end of the connection it returns an error
-// matching net.ErrClosed: a Write racing a Close is either sent before the
-// FIN or refused, and never reaches another connection that reuses the fd
-// number.
+// sent as the socket drains. A Write that starts with at most
+// Options.HighWater queued is taken whatever its size; one that starts
+// above it fails with ErrQueueFull, writing nothing, if it would take the
+// queue past Options.MaxQueued (see Writable). After Close, CloseWrite or
+// the end of the connection it returns an error matching net.ErrClosed: a
+// Write racing a Close is either sent before the FIN or refused, and never
+// reaches another connection that reuses the fd number.
 func (c *Conn) Write(b []byte) (int, error) {
 	return c.write(b, nil)
 }
@@ -219,13 +240,13 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := testHookWritable(c.writable()); err != nil {
+	if err := testHookWritable(c.writeErr()); err != nil {
 		return 0, err
 	}
 	if total == 0 {
 		return 0, nil
 	}
-	if len(c.out)+total > c.s.opts.MaxQueued {
+	if len(c.out) > c.s.opts.HighWater && len(c.out)+total > c.s.opts.MaxQueued {
 		return 0, ErrQueueFull
 	}
 	queuedBefore := len(c.out) > 0
@@ -254,11 +275,30 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 		}
 	}
 	if len(c.out) > c.s.opts.HighWater {
-		c.high = true
+		c.flags.Or(flagHigh)
 	}
 	c.wroteLocked(took, queuedBefore)
 	c.updateLocked()
 	return total, nil
+}
+
+// Writable reports whether the handler should go on producing output: the
+// connection takes writes and no more than Options.HighWater is queued.
+// Once it reports false, a handler returns from OnData leaving the rest of
+// its input unconsumed; conn offers that input to OnData again when the
+// queue has drained to Options.LowWater (see Flow control in the package
+// doc). One atomic load: cheap enough to ask before every request.
+func (c *Conn) Writable() bool {
+	return c.flags.Load()&(flagHigh|flagNoWrite) == 0
+}
+
+// Draining reports whether the connection is finishing: Shutdown began, or
+// the peer closed its side, so nothing more is read, and the connection
+// closes once the handler has answered what it has read. A handler may,
+// for example, tell its client it is going away. It also reports true once
+// the connection is closing or closed.
+func (c *Conn) Draining() bool {
+	return c.flags.Load()&(flagFinishing|flagNoWrite) != 0
 }
 
 // skip returns b followed by bufs, less its first n bytes, as buffers.
@@ -284,9 +324,9 @@ func appendAll(dst []byte, b []byte, bufs [][]byte) []byte {
 	return dst
 }
 
-// writable reports why the connection takes no more writes, if it does
+// writeErr reports why the connection takes no more writes, if it does
 // not. The caller holds mu.
-func (c *Conn) writable() error {
+func (c *Conn) writeErr() error {
 	switch {
 	case c.state == stClosing:
 		return closedError{"is closing"}
@@ -297,6 +337,10 @@ func (c *Conn) writable() error {
 	}
 	return nil
 }
+
+// noWriteLocked marks the connection as taking no more writes, for
+// Writable; the caller holds mu and has just made writeErr non-nil.
+func (c *Conn) noWriteLocked() { c.flags.Or(flagNoWrite) }
 
 // Queued returns how many output bytes are queued: written, not yet taken
 // by the socket. Safe from any goroutine.
@@ -326,9 +370,10 @@ func (c *Conn) setPaused(p bool) error {
 
 // Close closes the connection gracefully: it stops accepting writes and
 // reading, flushes what is queued, sends FIN and waits for the peer's FIN
-// (draining its input), all within Options.FlushTimeout, after which the
-// connection is reset. It returns at once; OnClose reports the end. A
-// second call returns an error matching net.ErrClosed.
+// (draining its input). Options.FlushTimeout bounds each stall: output that
+// makes no progress for that long is reset, and a peer that does not answer
+// our FIN within it is closed without a reset. It returns at once; OnClose
+// reports the end. A second call returns an error matching net.ErrClosed.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -346,6 +391,8 @@ func (c *Conn) closeLocked() {
 	testHookEarlyClose(c)
 	c.state = stClosing
 	c.wshut = true
+	c.noWriteLocked()
+	c.flags.And(^uint32(flagFinishing))
 	if len(c.out) == 0 {
 		if c.eof {
 			// The peer's FIN was read and nothing is queued: the
@@ -359,10 +406,18 @@ func (c *Conn) closeLocked() {
 	if c.state != stClosing {
 		return // ended already
 	}
-	if stop, err := c.s.p.AfterFunc(c.handle(), c.s.opts.FlushTimeout, c.flushTimedOut); err == nil {
-		c.ext().flushStop = stop
-	}
+	c.ext().flushProgress = c.s.clock()
+	c.armFlushLocked(c.s.opts.FlushTimeout)
 	c.updateLocked()
+}
+
+// armFlushLocked arms the flush timer to fire after d.
+func (c *Conn) armFlushLocked(d time.Duration) {
+	if stop, err := c.s.p.AfterFunc(c.handle(), d, c.flushTimedOut); err == nil {
+		c.flushStop = stop
+	} else {
+		c.flushStop = nil
+	}
 }
 
 // finLocked sends FIN once the queue is empty; if the peer's FIN was read
@@ -381,15 +436,40 @@ func (c *Conn) finLocked() {
 	}
 }
 
+// flushTimedOut runs on the connection's waiter when a closing
+// connection's flush timer expires. Output that moved since re-arms it for
+// the rest of the period: the timeout measures a stall, not the time a
+// large reply takes. Output stuck for the whole period is reset; with all
+// output sent, the peer has every byte and only its FIN is missing: the
+// connection ends without a reset, and pending input is discarded first,
+// as unread input would make the close send one.
 func (c *Conn) flushTimedOut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stClosing {
 		return
 	}
-	c.reason, c.reasonSet = uint8(ReasonTimeout), true
-	c.setErrLocked(nil)
-	c.resetLocked()
+	c.flushStop = nil
+	idle := time.Duration(c.s.clock() - c.flushProgress)
+	if left := c.s.opts.FlushTimeout - idle; left > 0 {
+		c.armFlushLocked(left)
+		return
+	}
+	if len(c.out) > 0 {
+		c.reason, c.reasonSet = uint8(ReasonTimeout), true
+		c.setErrLocked(nil)
+		c.resetLocked()
+		return
+	}
+	c.quietEndLocked()
+}
+
+// quietEndLocked ends a closing connection whose output is all sent and
+// whose FIN is out, without a reset: the input the peer sent since is
+// discarded, so that the close does not answer it with one.
+func (c *Conn) quietEndLocked() {
+	c.bytesIn.Add(uint64(discardInput(c.fd)))
+	c.endLocked()
 }
 
 // CloseWrite half-closes the connection: no more writes; once the queue
@@ -398,10 +478,11 @@ func (c *Conn) flushTimedOut() {
 func (c *Conn) CloseWrite() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writable(); err != nil {
+	if err := c.writeErr(); err != nil {
 		return err
 	}
 	c.wshut = true
+	c.noWriteLocked()
 	if len(c.out) == 0 {
 		c.finLocked()
 	}
@@ -471,6 +552,7 @@ func (c *Conn) endLocked() {
 		return
 	}
 	c.state = stEnding
+	c.noWriteLocked()
 	if x := c.connExt; x != nil {
 		if x.flushStop != nil {
 			x.flushStop()
@@ -490,21 +572,24 @@ func (c *Conn) endLocked() {
 }
 
 // updateLocked registers the interest set the state calls for: Readable
-// while reading (open, not paused, not above HighWater, before the peer's
-// FIN; or closing, to drain the peer), Writable while output is queued.
+// while reading (open, not paused, not above HighWater, not finishing,
+// before the peer's FIN; or closing, to drain the peer), Writable while
+// output is queued, and while finishing: its event runs the finish on the
+// connection's waiter (Server.resume).
 func (c *Conn) updateLocked() {
 	if c.state >= stEnding {
 		return
 	}
+	f := c.flags.Load()
 	var want poller.Events
 	switch {
 	case c.eof:
 	case c.state == stClosing:
 		want |= poller.Readable
-	case !c.paused && !c.high:
+	case !c.paused && f&(flagHigh|flagFinishing) == 0:
 		want |= poller.Readable
 	}
-	if len(c.out) > 0 {
+	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 {
 		want |= poller.Writable
 	}
 	if want != c.events {
@@ -514,22 +599,31 @@ func (c *Conn) updateLocked() {
 	}
 }
 
-// SetValue stores a user value with the connection.
-func (c *Conn) SetValue(v any) {
-	c.mu.Lock()
-	c.ext().value = v
-	c.mu.Unlock()
+// finishLocked makes an open connection finish: no more reading; the
+// handler is offered what it has read, under flow control, and then the
+// connection closes with reason r (Server.resume). The caller holds mu.
+func (c *Conn) finishLocked(r Reason) {
+	if c.state != stOpen || c.flags.Load()&flagFinishing != 0 {
+		return
+	}
+	c.setReasonLocked(r, nil)
+	c.flags.Or(flagFinishing)
+	c.updateLocked()
 }
 
-// Value returns the value SetValue stored, or nil.
-func (c *Conn) Value() any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.connExt == nil {
-		return nil
-	}
-	return c.value
-}
+// SetValue stores a value with the connection, typically the handler's
+// per-connection state, set in OnOpen. It takes no lock: the handler's
+// methods are serialised, each happening before the next, so they may call
+// SetValue and Value as they use a field of their own; another goroutine
+// must be ordered after SetValue by the handler's own synchronisation.
+// (Go methods cannot take type parameters, and a type parameter on Server,
+// Conn and Handler would reach every signature; a type assertion of the
+// value costs about a nanosecond.)
+func (c *Conn) SetValue(v any) { c.value = v }
+
+// Value returns the value SetValue stored, or nil. See SetValue for who
+// may call it.
+func (c *Conn) Value() any { return c.value }
 
 // Handle returns the connection's poller registration, for
 // Server.Poller().Info and the like.

@@ -69,17 +69,19 @@ func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (
 	}
 }
 
-// dialing reports whether c's connect is pending: one atomic load on
-// every event.
+// dialing reports whether c's connect is pending or failed: one atomic
+// load on every event.
 func (c *Conn) dialing() bool { return c.flags.Load()&flagDialing != 0 }
 
 // cancelDialLocked ends a pending connect with err: the registration is
 // deleted (the poller closes the socket after the grace period) and no
-// handler method runs. The caller holds mu.
+// handler method runs. flagDialing stays set: an event already copied out
+// for the connection (the connect completing as it is cancelled) must
+// still go through connected, which refuses it, and not on to OnOpen. The
+// caller holds mu.
 func (c *Conn) cancelDialLocked(err error) {
 	c.dial <- err
 	c.dial, c.dialFailed = nil, true
-	c.flags.And(^uint32(flagDialing))
 	c.setReasonLocked(ReasonError, err)
 	c.endLocked()
 }

@@ -119,14 +119,20 @@ func dial(t testing.TB, addr net.Addr) net.Conn {
 	return nc
 }
 
-// dialSmallReceive is dial with a 4 KB receive buffer, set before the
+// dialSmallReceive is dial with a 4 KB receive buffer.
+func dialSmallReceive(t testing.TB, addr net.Addr) net.Conn {
+	t.Helper()
+	return dialReceive(t, addr, 4096)
+}
+
+// dialReceive is dial with a receive buffer of size bytes, set before the
 // connection is made (set later, TCP would have advertised a window the
 // buffer cannot hold, and stall in retransmission back-off).
-func dialSmallReceive(t testing.TB, addr net.Addr) net.Conn {
+func dialReceive(t testing.TB, addr net.Addr, size int) net.Conn {
 	t.Helper()
 	d := net.Dialer{Timeout: timeout, Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, size)
 		})
 	}}
 	nc, err := d.Dial(addr.Network(), addr.String())
@@ -379,7 +385,7 @@ func (r withDrain) OnDrain(c *conn.Conn) {
 	}
 }
 
-// withReadEOF is a recorder that is a ReadCloser.
+// withReadEOF is a recorder that is a HalfCloser.
 type withReadEOF struct{ *recorder }
 
 func (r withReadEOF) OnReadEOF(c *conn.Conn) {

@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -73,6 +74,10 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 // Poller returns the server's poller, for its per-waiter statistics.
 func (s *Server) Poller() *poller.Poller { return s.p }
 
+// Options returns the options the server runs with, defaults filled in:
+// the effective HighWater, LowWater and MaxQueued, for instance.
+func (s *Server) Options() Options { return s.opts }
+
 // Listen listens on a TCP ("tcp", "tcp4", "tcp6") or Unix ("unix") address
 // and serves it; it returns the address bound (useful with port 0).
 func (s *Server) Listen(network, address string) (net.Addr, error) {
@@ -83,7 +88,10 @@ func (s *Server) Listen(network, address string) (net.Addr, error) {
 	}
 	l, err := net.Listen(network, address)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		if _, bad := errors.AsType[*net.AddrError](err); bad {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return nil, fmt.Errorf("conn: %w", err) // errors.Is(err, syscall.EADDRINUSE) and the like
 	}
 	if ul, ok := l.(*net.UnixListener); ok {
 		ul.SetUnlinkOnClose(false) // the server's duplicate keeps serving the path
@@ -207,19 +215,21 @@ func (s *Server) add(fd int) {
 // poller with the interest set events; dial, if not nil, is a pending
 // connect's result channel. On error the fd is still the caller's.
 func (s *Server) register(fd int, h Handler, events poller.Events, dial chan error) (*Conn, error) {
-	if !s.opts.Delay {
+	if !s.opts.Nagle {
 		setNoDelay(fd)
 	}
 	if s.opts.SendBuffer > 0 {
 		setSendBuffer(fd, s.opts.SendBuffer)
 	}
-	if h == nil {
-		h = s.h
+	c := &Conn{s: s, fd: fd, at: s.clock(), events: events}
+	if dial != nil || h != nil {
+		c.connExt = &connExt{dial: dial, h: h}
 	}
-	c := &Conn{s: s, h: h, fd: fd, at: s.clock(), events: events}
 	if dial != nil {
-		c.connExt = &connExt{dial: dial}
-		c.flags.Store(flagDialing)
+		c.flags.Or(flagDialing)
+	}
+	if h != nil {
+		c.flags.Or(flagOwnHandler)
 	}
 	c.waiter.Store(-1)
 	s.open.Add(1)
@@ -330,51 +340,82 @@ func (s *Server) event(c *Conn, e poller.Event) {
 		return
 	}
 	c.open.Do(func() { c.handler().OnOpen(c) })
+	drained := false
 	if e.Events&poller.Writable != 0 {
-		s.flush(c)
+		drained = s.flush(c)
 	}
 	if e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 {
 		s.read(c, e)
 	}
+	if drained || c.flags.Load()&flagFinishing != 0 {
+		s.resume(c, drained)
+	}
 }
 
 // flush writes queued output as the socket takes it; once drained, it
-// sends a FIN that is due, and calls OnDrain after a high-water episode.
-func (s *Server) flush(c *Conn) {
+// sends a FIN that is due. It reports whether the queue fell to LowWater
+// after a high-water episode.
+func (s *Server) flush(c *Conn) (drained bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.state >= stEnding || len(c.out) == 0 {
-		c.mu.Unlock()
-		return
+		return false
 	}
 	n, err := write(c.fd, c.out)
 	if n > 0 {
 		c.bytesOut.Add(uint64(n))
 		c.out = c.out[n:]
 		c.wroteLocked(n, true)
+		if c.state == stClosing {
+			c.flushProgress = c.s.clock()
+		}
 	}
 	if err != nil && !isAgain(err) {
 		s.writeErrs.Add(1)
 		c.failLocked(err)
-		c.mu.Unlock()
-		return
+		return false
 	}
-	drained := false
 	if len(c.out) == 0 {
 		c.out = nil // no output storage while idle
 		if c.wshut {
 			c.finLocked()
 		}
 	}
-	if c.high && len(c.out) <= s.opts.LowWater {
-		c.high, drained = false, true
+	if c.flags.Load()&flagHigh != 0 && len(c.out) <= s.opts.LowWater {
+		c.flags.And(^uint32(flagHigh))
+		drained = true
 	}
 	c.updateLocked()
-	c.mu.Unlock()
-	if d, ok := c.handler().(Drainer); drained && ok {
-		// OnDrain may go on with input it left unconsumed while the
-		// queue was high: it reads the remainder as OnData does.
+	return drained
+}
+
+// resume runs on the connection's waiter after its queue drained to
+// LowWater, and on every event of a finishing connection. It runs OnDrain
+// (after a drain), then offers OnData the input it left when Writable told
+// it to stop; a finishing connection whose handler has answered all it can
+// is closed.
+func (s *Server) resume(c *Conn, drained bool) {
+	if d, ok := c.handler().(Drainer); drained && ok && c.live() {
 		s.offer(c, nil, d.OnDrain)
 	}
+	if len(c.in) > 0 && c.live() {
+		s.offer(c, nil, c.handler().OnData)
+	}
+	c.mu.Lock()
+	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing {
+		// Not held back by the queue, so what is left is an
+		// incomplete request, which no more input will complete.
+		c.closeLocked()
+	}
+	c.mu.Unlock()
+}
+
+// live reports whether the handler may still be offered input: the
+// connection is open and not above HighWater.
+func (c *Conn) live() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state == stOpen && c.flags.Load()&flagHigh == 0
 }
 
 // read reads once into the waiter's buffer and hands the data to OnData;
@@ -383,9 +424,10 @@ func (s *Server) flush(c *Conn) {
 func (s *Server) read(c *Conn, e poller.Event) {
 	c.mu.Lock()
 	state, reading := c.state, c.events&poller.Readable != 0 || e.Events&(poller.HangUp|poller.Error) != 0
+	finishing := c.flags.Load()&flagFinishing != 0
 	c.mu.Unlock()
-	if state >= stEnding || !reading {
-		return // ending: nothing more is delivered; OnClose follows
+	if state >= stEnding || !reading || finishing {
+		return // ending or finishing: nothing more is delivered
 	}
 	buf := s.bufs[e.Waiter]
 	n, err := read(c.fd, buf)
@@ -470,9 +512,11 @@ func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 	}
 }
 
-// peerClosed handles the peer's FIN: everything before it was delivered.
+// peerClosed handles the peer's FIN: everything before it was offered to
+// OnData. Requests it left because Writable said so are still answered:
+// the connection finishes (resume) before it closes.
 func (s *Server) peerClosed(c *Conn) {
-	rc, _ := c.handler().(ReadCloser)
+	hc, _ := c.handler().(HalfCloser)
 	c.mu.Lock()
 	c.eof = true
 	switch c.state {
@@ -481,17 +525,21 @@ func (s *Server) peerClosed(c *Conn) {
 		c.mu.Unlock()
 		return
 	case stOpen:
-		if rc == nil {
-			c.setReasonLocked(ReasonPeerClosed, nil)
-			c.closeLocked()
+		if hc == nil {
+			if c.flags.Load()&flagHigh != 0 && len(c.in) > 0 {
+				c.finishLocked(ReasonPeerClosed)
+			} else {
+				c.setReasonLocked(ReasonPeerClosed, nil)
+				c.closeLocked()
+			}
 			c.mu.Unlock()
 			return
 		}
 	}
 	c.updateLocked() // stop reading: EOF stays readable
 	c.mu.Unlock()
-	if rc != nil {
-		rc.OnReadEOF(c)
+	if hc != nil {
+		hc.OnReadEOF(c)
 	}
 }
 
@@ -507,6 +555,7 @@ func (s *Server) release(c *Conn, r poller.Released) {
 	}
 	failedDial := c.connExt != nil && c.dialFailed
 	c.state = stReleased
+	c.noWriteLocked()
 	if len(c.out) > 0 {
 		s.lostOutput.Add(uint64(len(c.out)))
 	}

@@ -10,14 +10,21 @@ import (
 // itself (Shutdown from a handler): the work was started, not awaited.
 var ErrInCallback = errors.New("conn: call would wait for the calling handler")
 
-// Shutdown closes the server gracefully: it stops accepting, closes every
-// connection as Close does (no more input, flush, FIN, wait for the peer's
-// FIN), and waits until every OnClose has run. When ctx ends first it
-// resets what is left (Close). It returns how many connections drained and
-// how many were forced, then ctx's error if it ended first. Pending dials
-// are cancelled. From a handler it starts the shutdown and returns
-// ErrInCallback at once, as waiting there would wait for itself; Done
-// reports the end.
+// Shutdown closes the server gracefully: it stops accepting, stops reading
+// every connection and lets each finish what it has read (OnData is
+// offered the requests already buffered, under flow control; Draining
+// reports true), flushes their replies, then closes it as Close does (FIN,
+// drain until the peer's FIN). It waits until every connection has ended
+// and every OnClose has run, then closes the server.
+//
+// When ctx ends first, a connection that still has work (requests not yet
+// answered, output not yet taken by the socket) is reset and counted as
+// forced, and Shutdown returns ctx's error; a connection that has sent
+// everything and only waits for its peer's FIN (an idle client that does
+// not answer ours) is closed without a reset and counted as drained, and
+// alone is no error. Pending dials are cancelled and counted as neither.
+// From a handler Shutdown starts the shutdown and returns ErrInCallback at
+// once, as waiting there would wait for itself; Done reports the end.
 func (s *Server) Shutdown(ctx context.Context) (drained, forced int, err error) {
 	if s.p.InCallback() {
 		go s.shutdown(context.WithoutCancel(ctx))
@@ -44,25 +51,46 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 		if c.connExt != nil && c.dial != nil {
 			dials++
 			c.cancelDialLocked(closedError{"server is shutting down"})
-		} else if c.state == stOpen {
-			c.setReasonLocked(ReasonShutdown, nil)
-			c.closeLocked()
+		} else {
+			c.finishLocked(ReasonShutdown)
 		}
 		c.mu.Unlock()
 	}
+	total := len(conns) - dials
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for s.open.Load() > 0 {
 		select {
 		case <-ctx.Done():
-			forced = int(s.open.Load())
+			forced = s.endRest()
 			s.Close()
-			return max(len(conns)-dials-forced, 0), forced, ctx.Err()
+			if forced > 0 {
+				err = ctx.Err()
+			}
+			return max(total-forced, 0), forced, err
 		case <-tick.C:
 		}
 	}
 	// A Close from another goroutine may have ended the wait: what it
 	// reset was forced, not drained.
-	forced = min(int(s.closeForced.Load()), len(conns)-dials)
-	return len(conns) - dials - forced, forced, s.Close()
+	forced = min(int(s.closeForced.Load()), total)
+	return total - forced, forced, s.Close()
+}
+
+// endRest ends the connections left when Shutdown's context ends: those
+// that have sent everything and wait only for the peer's FIN end without a
+// reset; the rest are left to Close, which resets them. It returns how many
+// it left.
+func (s *Server) endRest() (forced int) {
+	for _, c := range s.conns.all() {
+		c.mu.Lock()
+		switch {
+		case c.state == stClosing && c.finSent && len(c.out) == 0:
+			c.quietEndLocked()
+		case c.state < stEnding:
+			forced++
+		}
+		c.mu.Unlock()
+	}
+	return forced
 }

@@ -215,3 +215,18 @@ func connectResult(fd int) error {
 	}
 	return nil
 }
+
+// discardInput reads and drops what input is pending, at most 1 MB, and
+// returns how much: close(2) on a socket with unread input sends a reset.
+func discardInput(fd int) int {
+	var buf [16 << 10]byte
+	total := 0
+	for total < 1<<20 {
+		n, err := read(fd, buf[:])
+		if n <= 0 || err != nil {
+			break
+		}
+		total += n
+	}
+	return total
+}
