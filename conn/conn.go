@@ -77,11 +77,11 @@
 // the connection is closed as Close does (FIN, drain until the peer's FIN).
 // A handler can tell from Conn.Draining, true from then on. The peer's FIN
 // without a HalfCloser is handled the same way: requests received before it
-// are all answered. When Shutdown's context ends, a connection that still
+// are all answered. An idle client that has every byte but does not answer
+// our FIN does not hold Shutdown up: it is closed without a reset and
+// counted as drained. When Shutdown's context ends, a connection that still
 // has work (unanswered requests, unsent output) is reset and counted as
-// forced; one whose output is all sent and whose peer merely has not
-// answered our FIN (an idle client) is closed without a reset and counted
-// as drained: it has every byte.
+// forced.
 //
 // Every method of Conn may be called from any goroutine, any number of
 // times, except Peek, Next, Discard and Buffered, which read the inbound

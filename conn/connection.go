@@ -42,6 +42,7 @@ const (
 	flagHigh
 	flagNoWrite
 	flagFinishing
+	flagFinWait // closing, all output sent and FIN out: only the peer's FIN is awaited (Server.finWaits)
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
@@ -431,8 +432,13 @@ func (c *Conn) finLocked() {
 			return
 		}
 	}
-	if c.state == stClosing && c.eof {
+	switch {
+	case c.state != stClosing:
+	case c.eof:
 		c.endLocked()
+	case c.flags.Load()&flagFinWait == 0:
+		c.flags.Or(flagFinWait)
+		c.s.finWaits.Add(1)
 	}
 }
 
@@ -553,6 +559,10 @@ func (c *Conn) endLocked() {
 	}
 	c.state = stEnding
 	c.noWriteLocked()
+	if c.flags.Load()&flagFinWait != 0 {
+		c.flags.And(^uint32(flagFinWait))
+		c.s.finWaits.Add(-1)
+	}
 	if x := c.connExt; x != nil {
 		if x.flushStop != nil {
 			x.flushStop()

@@ -35,6 +35,7 @@ type Server struct {
 	timeouts                             atomic.Uint64
 	closing                              atomic.Bool  // Shutdown or Close began: accepted connections are refused
 	closeForced                          atomic.Int64 // connections Close reset before they ended, for Shutdown's count
+	finWaits                             atomic.Int64 // connections with flagFinWait
 	lostOutput                           atomic.Uint64
 	readErrs, writeErrs, inboundOverflow atomic.Uint64
 }

@@ -17,12 +17,15 @@ var ErrInCallback = errors.New("conn: call would wait for the calling handler")
 // drain until the peer's FIN). It waits until every connection has ended
 // and every OnClose has run, then closes the server.
 //
-// When ctx ends first, a connection that still has work (requests not yet
-// answered, output not yet taken by the socket) is reset and counted as
-// forced, and Shutdown returns ctx's error; a connection that has sent
-// everything and only waits for its peer's FIN (an idle client that does
-// not answer ours) is closed without a reset and counted as drained, and
-// alone is no error. Pending dials are cancelled and counted as neither.
+// A connection that has sent everything and waits only for its peer's FIN
+// (an idle client, which may not notice ours for a long time) does not
+// hold Shutdown up: once no connection has anything else to do, those whose
+// output the peer has acknowledged are closed without a reset and counted
+// as drained. When ctx ends first, a connection that still has work
+// (requests not yet answered, output not yet taken by the socket) is reset
+// and counted as forced, and Shutdown returns ctx's error; one that only
+// waits for the peer's FIN is closed without a reset, counted as drained,
+// and is no error. Pending dials are cancelled and counted as neither.
 // From a handler Shutdown starts the shutdown and returns ErrInCallback at
 // once, as waiting there would wait for itself; Done reports the end.
 func (s *Server) Shutdown(ctx context.Context) (drained, forced int, err error) {
@@ -60,6 +63,9 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for s.open.Load() > 0 {
+		if open := s.open.Load(); open > 0 && open == s.finWaits.Load() {
+			s.endSettled()
+		}
 		select {
 		case <-ctx.Done():
 			forced = s.endRest()
@@ -77,15 +83,32 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	return total - forced, forced, s.Close()
 }
 
+// endSettled ends, without a reset, the connections that wait only for
+// the peer's FIN and whose output the peer has acknowledged (TCP), or
+// read (Unix): it has every byte, and an idle client may not answer our
+// FIN for a long time. Shutdown calls it once no connection has anything
+// else left to do. A peer that sends more after this gets a reset for it,
+// as it would for anything sent after our close; on Linux the replies it
+// has not read yet stay readable before that reset is reported.
+func (s *Server) endSettled() {
+	for _, c := range s.conns.all() {
+		c.mu.Lock()
+		if c.flags.Load()&flagFinWait != 0 && c.state == stClosing && unacked(c.fd) == 0 {
+			c.quietEndLocked()
+		}
+		c.mu.Unlock()
+	}
+}
+
 // endRest ends the connections left when Shutdown's context ends: those
 // that have sent everything and wait only for the peer's FIN end without a
-// reset; the rest are left to Close, which resets them. It returns how many
-// it left.
+// reset (what the kernel has not yet delivered, it still delivers); the
+// rest are left to Close, which resets them. It returns how many it left.
 func (s *Server) endRest() (forced int) {
 	for _, c := range s.conns.all() {
 		c.mu.Lock()
 		switch {
-		case c.state == stClosing && c.finSent && len(c.out) == 0:
+		case c.flags.Load()&flagFinWait != 0 && c.state == stClosing:
 			c.quietEndLocked()
 		case c.state < stEnding:
 			forced++

@@ -230,3 +230,14 @@ func discardInput(fd int) int {
 	}
 	return total
 }
+
+// unacked returns the output the socket holds that the peer has not
+// acknowledged (TCP) or read (Unix): SIOCOUTQ. On error it returns 1: not
+// known to be delivered.
+func unacked(fd int) int {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	if err != nil {
+		return 1
+	}
+	return n
+}

@@ -28,6 +28,7 @@ func sockName(int) net.Addr                 { return nil }
 func peerName(int) net.Addr                 { return nil }
 func setSendBuffer(int, int)                {}
 func discardInput(int) int                  { return 0 }
+func unacked(int) int                       { return 0 }
 
 func connect(sockAddr) (int, bool, error) { return -1, false, errUnsupported }
 func connectResult(int) error             { return errUnsupported }

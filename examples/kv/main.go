@@ -12,9 +12,13 @@
 // what clients send at start (COMMAND, CONFIG GET, CLIENT SETNAME and
 // SETINFO, HELLO 2, INFO, SELECT 0, QUIT); HELLO 3 is refused, RESP3 is
 // not spoken. Pipelined and inline commands work; a protocol error is
-// answered with -ERR and the connection closed. It serves until SIGINT or
-// SIGTERM, then closes the server (every connection, then the poller) and
-// prints its final statistics.
+// answered with -ERR and the connection closed. A client that pipelines
+// more than it reads is held in bounded memory (package conn's flow
+// control), not disconnected, unless -maxclientout says otherwise. It
+// serves until SIGINT or SIGTERM, then shuts down gracefully: it stops
+// accepting and reading, answers every command already read, flushes,
+// closes each connection, and after -shutdown-timeout resets what is left;
+// then it prints its final statistics.
 //
 // The parts: examples/kv/resp (the protocol), examples/kv/store (the data
 // and the command table), examples/kv/kvserver (the conn.Handler).
@@ -63,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	shards := fs.Int("shards", store.DefaultShards, "shards of the key space, each with its own mutex")
 	maxBulk := fs.Int("max-value", resp.DefaultMaxBulk, "longest argument (value) accepted, in bytes")
 	every := fs.Duration("stats", 0, "print the server's statistics this often (0: only at exit)")
+	maxOut := fs.Int("maxclientout", 0, "disconnect a client with more than this many bytes of unread replies queued (0: never, as Redis's default)")
+	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long to finish the commands already read before resetting what is left")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "kv: an in-memory key-value server speaking the Redis protocol (RESP2) on gracepoll's package conn.\n\nUsage: go run ./examples/kv [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -74,12 +80,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *waiters < 0 || *shards < 1 || *maxBulk < 1 {
+	if *waiters < 0 || *shards < 1 || *maxBulk < 1 || *maxOut < 0 || *grace <= 0 {
 		fs.Usage()
-		return fmt.Errorf("-waiters, -shards and -max-value must be positive")
+		return fmt.Errorf("-waiters, -maxclientout must be at least 0; -shards, -max-value and -shutdown-timeout positive")
 	}
 	st := store.New(*shards)
 	h := kvserver.New(st, *maxBulk)
+	h.MaxClientOut = *maxOut
 	opts := h.Options()
 	opts.Poller.Waiters = *waiters
 	srv, err := conn.NewServer(h, opts)
@@ -114,12 +121,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 			fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st))
 		}
 	}
-	final := srv.Stats() // before Close, which resets whoever is still connected
-	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	drained, forced, err := srv.Shutdown(sctx)
 	if network == "unix" {
 		os.Remove(*addr)
 	}
-	fmt.Fprintf(stdout, "kv: shut down; %d connections were still open and were closed with it\n", final.Open)
+	fmt.Fprintf(stdout, "kv: shut down; %d connections finished, %d reset after -shutdown-timeout %v\n", drained, forced, *grace)
+	if err != nil && forced == 0 {
+		fmt.Fprintf(stderr, "kv: shutdown: %v\n", err)
+	}
 	fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st))
 	return nil
 }

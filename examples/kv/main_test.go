@@ -69,7 +69,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("the connection survived the shutdown: read %d bytes", n)
 		}
 		nc.Close()
-		for _, want := range []string{"serving RESP2 on", "shut down; 1 connections were still open", "1 keys", "accepted 1", "shutdown:1", "waiter-0"} {
+		for _, want := range []string{"serving RESP2 on", "shut down; 1 connections finished, 0 reset", "1 keys", "accepted 1", "shutdown:1", "waiter-0"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", addr, want, out.String())
 			}

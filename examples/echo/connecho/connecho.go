@@ -27,8 +27,9 @@ func (h *Handler) OnOpen(*conn.Conn) { h.opened.Add(1) }
 func (h *Handler) OnData(c *conn.Conn) {
 	b, _ := c.Next(c.Buffered())
 	if _, err := c.Write(b); err != nil {
-		// Over Options.MaxQueued, which reading paused at HighWater
-		// prevents: reset rather than lose part of the stream.
+		// Closed, or the queue was past HighWater and this would pass
+		// MaxQueued, which reading paused at HighWater prevents: reset
+		// rather than lose part of the stream.
 		c.Abort()
 	}
 }

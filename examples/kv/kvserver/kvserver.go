@@ -20,8 +20,16 @@ import (
 type Handler struct {
 	Store   *store.Store
 	MaxBulk int // longest argument; 0 means resp.DefaultMaxBulk
-	ids     atomic.Int64
-	clients atomic.Int64
+	// MaxClientOut, if positive, disconnects a client whose unread
+	// replies queued on its connection pass it, as Redis's
+	// client-output-buffer-limit does. 0, the default as in Redis, never
+	// disconnects: conn's flow control holds a client that does not read
+	// to Options.HighWater plus one reply, and runs its remaining
+	// commands as it reads; so only a limit below that bites. Set it
+	// before serving.
+	MaxClientOut int
+	ids          atomic.Int64
+	clients      atomic.Int64
 }
 
 // New returns a Handler for st whose INFO reports connected_clients.
@@ -34,14 +42,15 @@ func New(st *store.Store, maxBulk int) *Handler {
 }
 
 // Options returns conn.Options that fit h: room in the inbound buffer for
-// a command with an argument of MaxBulk bytes, and 64 MB of replies queued
-// per client (reading pauses at half of it).
+// a command with an argument of MaxBulk bytes. The output bound is conn's
+// default: a reply of any size is taken, and a client that does not read
+// is held at HighWater plus one reply.
 func (h *Handler) Options() conn.Options {
 	maxBulk := h.MaxBulk
 	if maxBulk <= 0 {
 		maxBulk = resp.DefaultMaxBulk
 	}
-	return conn.Options{MaxBuffered: maxBulk + 64<<10, MaxQueued: max(64<<20, 2*maxBulk)}
+	return conn.Options{MaxBuffered: maxBulk + 64<<10}
 }
 
 type session struct {
@@ -61,16 +70,19 @@ func (h *Handler) OnOpen(c *conn.Conn) {
 	c.SetValue(s)
 }
 
-// OnData runs every complete command buffered, in order, and writes their
-// replies in one Write (or one per flushAt bytes). A command still partly
-// in flight is left unconsumed: conn keeps it, and offers it again with
-// the rest. Arguments are slices of conn's buffer, valid during OnData.
+// OnData runs the complete commands buffered, in order, while the
+// connection is Writable, and writes their replies in one Write (or one
+// per flushAt bytes). It leaves the rest unconsumed: a command still
+// partly in flight, which conn offers again with the rest, and commands
+// held back because the client is not reading its replies, which conn
+// offers again once it has. Arguments are slices of conn's buffer, valid
+// during OnData.
 func (h *Handler) OnData(c *conn.Conn) {
 	s := c.Value().(*session)
 	in, _ := c.Peek(c.Buffered())
 	bp := outBufs.Get().(*[]byte)
 	out, used := (*bp)[:0], 0
-	for !s.Quit {
+	for !s.Quit && c.Writable() {
 		args, n, err := s.p.Parse(in[used:])
 		if errors.Is(err, resp.ErrIncomplete) {
 			break
@@ -83,11 +95,11 @@ func (h *Handler) OnData(c *conn.Conn) {
 			out = h.Store.Exec(&s.Session, args, out)
 		}
 		if len(out) >= flushAt {
-			out = write(c, s, out)
+			out = h.write(c, s, out)
 		}
 	}
 	c.Discard(used)
-	*bp = write(c, s, out)
+	*bp = h.write(c, s, out)
 	if cap(*bp) <= 4<<20 {
 		outBufs.Put(bp)
 	}
@@ -97,15 +109,20 @@ func (h *Handler) OnData(c *conn.Conn) {
 }
 
 // write writes out (conn copies what the socket does not take) and returns
-// it emptied for reuse. Over Options.MaxQueued the client does not read
-// its replies: it is reset, as Redis drops a client over its output limit.
-// After any failure the remaining commands are not run.
-func write(c *conn.Conn, s *session, out []byte) []byte {
+// it emptied for reuse. After a failure, or past MaxClientOut, the client
+// is disconnected and its remaining commands are not run.
+func (h *Handler) write(c *conn.Conn, s *session, out []byte) []byte {
+	if len(out) == 0 {
+		return out
+	}
 	if _, err := c.Write(out); err != nil {
 		s.Quit = true
 		if errors.Is(err, conn.ErrQueueFull) {
-			c.Abort()
+			c.Abort() // never with Writable checked: rather a reset than a gap in the replies
 		}
+	} else if h.MaxClientOut > 0 && c.Queued() > h.MaxClientOut {
+		s.Quit = true
+		c.Abort()
 	}
 	return out[:0]
 }

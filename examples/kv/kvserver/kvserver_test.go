@@ -8,8 +8,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -31,13 +33,13 @@ type server struct {
 }
 
 // start serves a fresh store on a free port of 127.0.0.1 (or on a Unix
-// socket if network is "unix"); mod adjusts the options.
-func start(t *testing.T, network string, mod func(*conn.Options)) *server {
+// socket if network is "unix"); mod adjusts the handler and the options.
+func start(t *testing.T, network string, mod func(*Handler, *conn.Options)) *server {
 	t.Helper()
 	h := New(store.New(0), 0)
 	opts := h.Options()
 	if mod != nil {
-		mod(&opts)
+		mod(h, &opts)
 	}
 	s, err := conn.NewServer(h, opts)
 	if err != nil {
@@ -198,7 +200,7 @@ func TestPipelinedClients(t *testing.T) {
 // TestLargeValues: 1 MB values, alone and pipelined, each arriving in
 // many reads and replied to in many partial writes (small SO_SNDBUF).
 func TestLargeValues(t *testing.T) {
-	s := start(t, "tcp", func(o *conn.Options) { o.SendBuffer = 8 << 10 })
+	s := start(t, "tcp", func(_ *Handler, o *conn.Options) { o.SendBuffer = 8 << 10 })
 	c := dial(t, "tcp", s.addr)
 	vals := make([]string, 3)
 	for i := range vals {
@@ -332,23 +334,84 @@ func TestProtocolError(t *testing.T) {
 	}
 }
 
-// TestSlowReaderDropped: a client that pipelines more replies than it
-// reads, beyond Options.MaxQueued, is reset (as Redis drops a client over
-// its output buffer limit); the server's memory stays bounded and it
-// serves on.
-func TestSlowReaderDropped(t *testing.T) {
-	s := start(t, "tcp", func(o *conn.Options) { o.MaxQueued, o.HighWater, o.LowWater = 2<<20, 1<<20, 256<<10 })
-	c := dial(t, "tcp", s.addr)
-	if got := c.do("SET", "big", strings.Repeat("v", 1<<20)); got != "OK" {
+// rss returns the process's resident set size in bytes.
+func rss(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size, res int64
+	fmt.Sscan(string(b), &size, &res)
+	return res * int64(os.Getpagesize())
+}
+
+// TestSlowPipelinedReader: a client pipelines 200 GETs of a 1 MB value and
+// reads nothing for 2 s. It is served in bounded memory, as Redis serves it
+// by default: the process's RSS grows by at most 64 MB (the replies are
+// 200 MB), another client's PING is answered meanwhile, and then all 200
+// replies arrive, byte-exact.
+func TestSlowPipelinedReader(t *testing.T) {
+	s := start(t, "tcp", nil)
+	value := strings.Repeat("0123456789abcdef", 1<<16) // 1 MB
+	a := dial(t, "tcp", s.addr)
+	if got := a.do("SET", "big", value); got != "OK" {
+		t.Fatal(got)
+	}
+	runtime.GC()
+	rss0 := rss(t)
+	var req []byte
+	for range 200 {
+		req = resp.AppendCommand(req, "GET", "big")
+	}
+	a.send(req)
+	b := dial(t, "tcp", s.addr)
+	var worst time.Duration
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		start := time.Now()
+		if got := b.do("PING"); got != "PONG" {
+			t.Fatalf("PING: %q", got)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	grew := rss(t) - rss0
+	if grew > 64<<20 {
+		t.Errorf("RSS grew by %d MB while 200 MB of replies were pipelined and unread, want at most 64 MB", grew>>20)
+	}
+	if worst > time.Second {
+		t.Errorf("another client's PING took up to %v", worst)
+	}
+	for i := range 200 {
+		if v := a.read(); v.Str != value {
+			t.Fatalf("reply %d: %d bytes, want the 1 MB value", i, len(v.Str))
+		}
+	}
+	if got := a.do("PING"); got != "PONG" {
+		t.Errorf("the slow client after its replies: PING = %q", got)
+	}
+	if st := s.Stats(); st.Closed["abort"] != 0 || st.LostOutput != 0 {
+		t.Errorf("stats %+v: want nothing aborted or lost", st)
+	}
+	t.Logf("RSS grew by %.1f MB; slowest PING of the other client %v", float64(grew)/(1<<20), worst)
+}
+
+// TestMaxClientOut: with MaxClientOut set, a client whose unread replies
+// queued pass it is disconnected, as Redis's client-output-buffer-limit
+// does; the server serves on. (Flow control holds the queue at HighWater
+// plus one reply, so only a limit below that ever bites.)
+func TestMaxClientOut(t *testing.T) {
+	s := start(t, "tcp", func(h *Handler, _ *conn.Options) { h.MaxClientOut = 512 << 10 })
+	a := dial(t, "tcp", s.addr)
+	if got := a.do("SET", "big", strings.Repeat("v", 1<<20)); got != "OK" {
 		t.Fatal(got)
 	}
 	var req []byte
 	for range 64 {
 		req = resp.AppendCommand(req, "GET", "big")
 	}
-	c.send(req) // 64 MB of replies, and no reading until the server gives up
+	a.send(req)
 	time.Sleep(200 * time.Millisecond)
-	n, err := io.Copy(io.Discard, c.r)
+	n, err := io.Copy(io.Discard, a.r)
 	if err == nil || n >= 64<<20 {
 		t.Errorf("read %d bytes, %v: want a reset before 64 MB", n, err)
 	}
