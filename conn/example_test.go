@@ -5,10 +5,12 @@ package conn_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/gracepoll/gracepoll/conn"
 )
@@ -170,4 +172,70 @@ func ExampleConn_Close() {
 	// Output:
 	// client read "goodbye\n", then EOF (err <nil>)
 	// server's OnClose: local-close
+}
+
+// repeater is a pipelining server: each request is a line, answered with
+// the line repeated to 4 KB. It runs requests while the connection is
+// Writable and leaves the rest buffered; conn offers them again once the
+// client has read enough.
+type repeater struct{ conn.BaseHandler }
+
+func (repeater) OnData(c *conn.Conn) {
+	for c.Writable() {
+		b, _ := c.Peek(c.Buffered())
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return // incomplete: offered again, with more, when it arrives
+		}
+		reply := bytes.Repeat(b[:i+1], 4096/(i+1))
+		c.Discard(i + 1)
+		c.Write(reply)
+	}
+}
+
+// Flow control for a pipelining client: 1,000 requests sent at once and
+// not read for a while are answered, in bounded memory (HighWater plus one
+// reply queued, not 4 MB), and all arrive once the client reads. The same
+// loop serves through Shutdown, which answers what was read before closing.
+func ExampleConn_Writable() {
+	s, err := conn.NewServer(repeater{}, conn.Options{HighWater: 64 << 10})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	addr, err := s.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	nc, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer nc.Close()
+	var reqs bytes.Buffer
+	for i := range 1000 {
+		fmt.Fprintf(&reqs, "%07d\n", i)
+	}
+	nc.Write(reqs.Bytes())
+	time.Sleep(100 * time.Millisecond) // the client reads nothing yet
+	fmt.Println("HighWater in force:", s.Options().HighWater)
+
+	r := bufio.NewReader(nc)
+	n := 0
+	for ; n < 1000; n++ {
+		line, err := r.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("%07d\n", n) {
+			break
+		}
+		r.Discard(4096 - len(line)) // the rest of the reply
+	}
+	fmt.Println("replies in order:", n)
+	drained, forced, err := s.Shutdown(context.Background())
+	fmt.Println("shutdown:", drained, forced, err)
+	// Output:
+	// HighWater in force: 65536
+	// replies in order: 1000
+	// shutdown: 1 0 <nil>
 }
