@@ -58,10 +58,12 @@ func epollMod(epfd, fd int, bits uint32, h Handle) error {
 	return epollCtl(epfd, unix.EPOLL_CTL_MOD, fd, bits, h)
 }
 
-// epollDel removes fd. It reports whether fd was no longer open: the
-// caller closed it before Delete.
+// epollDel removes fd. It reports whether the number no longer named the
+// registered file: the caller closed it before Delete (EBADF), and perhaps
+// the number went to a file not in the set meanwhile (ENOENT).
 func epollDel(epfd, fd int) (closedEarly bool) {
-	return unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil) == unix.EBADF
+	err := unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	return err == unix.EBADF || err == unix.ENOENT
 }
 
 // epollWait waits for events; an interrupted wait returns no events.
@@ -73,31 +75,93 @@ func epollWait(epfd int, evs []epollEvent, msec int) (int, error) {
 	return n, err
 }
 
-// entryAlive reports whether epoll set epfd still holds an entry for fd
-// number fd carrying handle h, as /proc/self/fdinfo lists it. An fd closed
-// while another descriptor shares its open file (dup, fork, SCM_RIGHTS)
-// stays in every epoll set it was added to, and EPOLL_CTL_DEL can no
-// longer name it.
-func entryAlive(epfd, fd int, h Handle) bool {
+// epollEntry is one entry of an epoll set, as /proc/self/fdinfo lists it.
+type epollEntry struct {
+	fd  int    // the number it was added with
+	h   Handle // its data
+	ino uint64 // inode of its file, if listed (hasIno)
+	dev uint64 // device of its file, in the kernel's encoding (major<<20 | minor)
+
+	hasIno bool
+}
+
+// epollEntries lists the entries of epoll set epfd. An fd closed while
+// another descriptor shares its open file (dup, fork, SCM_RIGHTS) stays in
+// every epoll set it was added to, listed under its old number, which
+// EPOLL_CTL_DEL can no longer name.
+func epollEntries(epfd int) ([]epollEntry, error) {
 	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(epfd))
 	if err != nil {
-		return false
+		return nil, err
 	}
 	defer f.Close()
-	// "tfd:        7 events:       19 data:      100000003  pos:0 ..."
+	// "tfd:        7 events:       19 data:      100000003  pos:0 ino:1d8e sdev:9"
+	// (ino and sdev in hex; older kernels list neither)
+	var es []epollEntry
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 6 || fields[0] != "tfd:" || fields[4] != "data:" {
 			continue
 		}
-		tfd, err1 := strconv.Atoi(fields[1])
+		fd, err1 := strconv.Atoi(fields[1])
 		data, err2 := strconv.ParseUint(fields[5], 16, 64)
-		if err1 == nil && err2 == nil && tfd == fd && Handle(data) == h {
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		e := epollEntry{fd: fd, h: Handle(data)}
+		var okIno, okDev bool
+		for _, kv := range fields[6:] {
+			if v, ok := strings.CutPrefix(kv, "ino:"); ok {
+				e.ino, err1 = strconv.ParseUint(v, 16, 64)
+				okIno = err1 == nil
+			} else if v, ok := strings.CutPrefix(kv, "sdev:"); ok {
+				e.dev, err2 = strconv.ParseUint(v, 16, 64)
+				okDev = err2 == nil
+			}
+		}
+		e.hasIno = okIno && okDev
+		es = append(es, e)
+	}
+	return es, sc.Err()
+}
+
+// entryAlive reports whether epoll set epfd still holds an entry for fd
+// number fd carrying handle h.
+func entryAlive(epfd, fd int, h Handle) bool {
+	es, _ := epollEntries(epfd)
+	for _, e := range es {
+		if e.fd == fd && e.h == h {
 			return true
 		}
 	}
 	return false
+}
+
+// sameFile reports whether e's number still names e's file: it is open
+// and, where fdinfo lists the inode, of that inode. A number closed early
+// may already belong to another file. Files on an anonymous inode
+// (eventfd, timerfd, signalfd) share it with every other such file, so for
+// them this tells little more than that the number is open.
+func sameFile(e epollEntry) bool {
+	var st unix.Stat_t
+	if unix.Fstat(e.fd, &st) != nil {
+		return false
+	}
+	if !e.hasIno {
+		return true
+	}
+	return st.Ino == e.ino && uint64(unix.Major(st.Dev)) == e.dev>>20 && uint64(unix.Minor(st.Dev)) == e.dev&(1<<20-1)
+}
+
+// replaceFD makes number target refer to fd's file, closing target's old
+// file in the same step, so that the number is never free for another
+// open; fd stays open.
+func replaceFD(fd, target int) error {
+	if err := unix.Dup3(fd, target, unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("poller: dup3: %w", err)
+	}
+	return nil
 }
 
 func newEventfd() (int, error) {

@@ -20,9 +20,18 @@ func epollDel(epfd, fd int) bool                         { return false }
 func epollWait(epfd int, evs []epollEvent, msec int) (int, error) {
 	return 0, ErrUnsupported
 }
-func entryAlive(epfd, fd int, h Handle) bool { return false }
-func newEventfd() (int, error)               { return -1, ErrUnsupported }
-func signal(efd int)                         {}
-func drain(efd int)                          {}
-func closeFD(fd int)                         {}
-func gettid() int                            { return 0 }
+
+type epollEntry struct {
+	fd int
+	h  Handle
+}
+
+func epollEntries(epfd int) ([]epollEntry, error) { return nil, ErrUnsupported }
+func entryAlive(epfd, fd int, h Handle) bool      { return false }
+func sameFile(e epollEntry) bool                  { return false }
+func replaceFD(fd, target int) error              { return ErrUnsupported }
+func newEventfd() (int, error)                    { return -1, ErrUnsupported }
+func signal(efd int)                              {}
+func drain(efd int)                               {}
+func closeFD(fd int)                              {}
+func gettid() int                                 { return 0 }

@@ -3,11 +3,14 @@
 package poller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,6 +311,344 @@ func TestClosedEarlyWithDuplicate(t *testing.T) {
 		}
 		roundTrip(t, p)
 	})
+}
+
+// TestClosedEarlyDuplicateDoesNotSpin closes a registered socket the poller
+// does not own before Delete, with a duplicate still open and the socket
+// readable. The epoll entry outlives EPOLL_CTL_DEL, which can no longer
+// name it; level-triggered, it would report the duplicate's readiness to
+// its waiter on every epoll_wait for as long as the duplicate lives (about
+// 100,000 wake-ups in the window below, one core burnt). After OnRelease
+// the waiters must be idle again, the other registration of that waiter
+// must go on exchanging data, no epoll fd may be left behind, and the case
+// is still counted in Stats.ClosedEarly.
+func TestClosedEarlyDuplicateDoesNotSpin(t *testing.T) {
+	const window = 100 * time.Millisecond
+	forEachConfigN(t, 2, func(t *testing.T, opts poller.Options) {
+		var logs recordHandler
+		opts.Logger = slog.New(&logs)
+		p := newPoller(t, opts)
+		epolls := epollFDs(t)
+
+		// An echo registration on the same waiter as the culprit.
+		echo, echoPeer := newSocketpair(t)
+		defer unix.Close(echoPeer)
+		if _, err := p.Add(poller.Registration{FD: echo, Events: poller.Readable, CloseFD: true, Waiter: poller.OnWaiter(0),
+			OnEvent: func(e poller.Event) {
+				data, _ := readAll(e.FD)
+				unix.Write(e.FD, data)
+			}}); err != nil {
+			unix.Close(echo)
+			t.Fatal(err)
+		}
+		echoRoundTrip(t, echoPeer, "before")
+
+		fd, peer := newSocketpair(t)
+		defer unix.Close(peer)
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(dup)
+		released := make(chan poller.Released, 1)
+		h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, Waiter: poller.OnWaiter(0), OnEvent: nop,
+			OnRelease: func(r poller.Released) { released <- r }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd) // against the rules: before OnRelease
+		if _, err := unix.Write(peer, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(h); err != nil {
+			t.Fatalf("Delete after the fd was closed: %v", err)
+		}
+		wait(t, released, "OnRelease of an fd closed early")
+
+		before := p.Stats().Wakeups
+		time.Sleep(window)
+		woken := p.Stats().Wakeups - before
+		limit := uint64(100)
+		if opts.WaitTimeout > 0 {
+			// Each waiter wakes once per timeout anyway.
+			limit += uint64(2 * window / opts.WaitTimeout)
+		}
+		t.Logf("%d wake-ups in %v after the release", woken, window)
+		if woken >= limit {
+			t.Errorf("%d wake-ups in %v after the release of an fd closed early, want < %d: its epoll entry still reports the duplicate's readiness", woken, window, limit)
+		}
+		if n := p.Stats().ClosedEarly; n != 1 {
+			t.Errorf("Stats.ClosedEarly = %d, want 1", n)
+		}
+		if opts.Topology == poller.PerWaiter {
+			if fd, ok := entryOf(t, h); ok {
+				t.Errorf("epoll fd %d still lists the entry of %v after its release", fd, h)
+			}
+		}
+		echoRoundTrip(t, echoPeer, "after")
+		if now := epollFDs(t); now != epolls {
+			t.Errorf("%d epoll fds open, want %d as before", now, epolls)
+		}
+		if n := len(logs.records()); n != 1 {
+			t.Errorf("%d log records, want the one warning about the fd closed early", n)
+		}
+	})
+}
+
+// TestRenewedSetSkipsReusedNumber closes a live registration's socket, with
+// a duplicate open, and puts another socket under its number, then makes
+// its waiter renew its epoll set (another fd closed early). The renewal
+// must not re-add the number, which now names a socket nobody registered:
+// that socket's data must never reach the old registration's OnEvent. The
+// old entry goes with the old set, and the registration closed early is
+// counted once.
+func TestRenewedSetSkipsReusedNumber(t *testing.T) {
+	var logs recordHandler
+	p := newPoller(t, poller.Options{Waiters: 1, Topology: poller.PerWaiter, Logger: slog.New(&logs)})
+	fd, peer := newSocketpair(t)
+	defer unix.Close(peer)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dup)
+	var calls atomic.Int64
+	released := make(chan poller.Released, 1)
+	h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, OnEvent: func(poller.Event) { calls.Add(1) },
+		OnRelease: func(r poller.Released) { released <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another socket under the registered number, as the next accept would
+	// get it.
+	other, otherPeer := newSocketpair(t)
+	defer unix.Close(otherPeer)
+	if err := unix.Dup3(other, fd, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(other)
+	defer unix.Close(fd)
+
+	closeEarlyAndDelete(t, p)
+	// The release may complete before the renewal, which then follows at
+	// the waiter's next turn of its loop.
+	eventually(t, "Stats.ClosedEarly = 2: the deleted fd, and the live one whose number names another file", func() bool {
+		return p.Stats().ClosedEarly == 2
+	})
+	before := calls.Load()
+	if _, err := unix.Write(otherPeer, []byte("not yours")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(peer, []byte("stale")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(quiet)
+	if n := calls.Load() - before; n != 0 {
+		t.Errorf("OnEvent ran %d times after the renewal, for a socket that took the number of its closed fd, or for the closed fd's duplicate", n)
+	}
+	if _, ok := entryOf(t, h); ok {
+		t.Errorf("an epoll set still lists %v after the renewal", h)
+	}
+	if err := p.Delete(h); err != nil {
+		t.Fatalf("Delete of the registration dropped by the renewal: %v", err)
+	}
+	wait(t, released, "OnRelease")
+	if n := p.Stats().ClosedEarly; n != 2 {
+		t.Errorf("Stats.ClosedEarly = %d after its Delete, want still 2 (counted once)", n)
+	}
+	roundTripOn(t, p, 0)
+}
+
+// closeEarlyAndDelete registers a readable socket on waiter 0, closes it
+// while a duplicate stays open, deletes it and waits for its release: its
+// epoll entry outlives the Delete, which makes a PerWaiter waiter renew
+// its set.
+func closeEarlyAndDelete(t *testing.T, p *poller.Poller) {
+	t.Helper()
+	fd, peer := newSocketpair(t)
+	defer unix.Close(peer)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dup)
+	released := make(chan poller.Released, 1)
+	h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, Waiter: poller.OnWaiter(0), OnEvent: nop,
+		OnRelease: func(r poller.Released) { released <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if _, err := unix.Write(peer, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(h); err != nil {
+		t.Fatalf("Delete after the fd was closed: %v", err)
+	}
+	wait(t, released, "OnRelease of an fd closed early")
+}
+
+// TestRenewWhileChurning renews one waiter's epoll set over and over while
+// another goroutine adds, modifies and deletes registrations on that waiter:
+// every registration must get the events it is owed, in whichever set it
+// lands, and be released once; every fd closed early is counted once; and
+// afterwards the waiter is idle.
+func TestRenewWhileChurning(t *testing.T) {
+	const renewals = 300
+	var logs recordHandler
+	p := newPoller(t, poller.Options{Waiters: 2, Topology: poller.PerWaiter, Logger: slog.New(&logs)})
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := churnOnce(p); err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+		}
+	}()
+	for range renewals {
+		closeEarlyAndDelete(t, p)
+	}
+	close(stop)
+	n := <-churned
+	t.Logf("%d registrations churned during %d renewals", n, renewals)
+	if st := p.Stats(); st.ClosedEarly != renewals {
+		t.Errorf("Stats.ClosedEarly = %d, want %d", st.ClosedEarly, renewals)
+	}
+	if n < renewals/4 {
+		t.Errorf("only %d registrations churned during %d renewals", n, renewals)
+	}
+	before := p.Stats().Wakeups
+	time.Sleep(quiet)
+	if woken := p.Stats().Wakeups - before; woken > 10 {
+		t.Errorf("%d wake-ups in %v with nothing registered", woken, quiet)
+	}
+	roundTripOn(t, p, 0)
+	roundTripOn(t, p, 1)
+}
+
+// churnOnce adds an eventfd to waiter 0, waits for its event, modifies it
+// and waits for the modified event, then deletes it and waits for its
+// release.
+func churnOnce(p *poller.Poller) error {
+	fd, err := unix.Eventfd(1, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	got := make(chan poller.Events, 64)
+	released := make(chan struct{})
+	h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, CloseFD: true, Waiter: poller.OnWaiter(0),
+		OnEvent: func(e poller.Event) {
+			readEventfd(e.FD)
+			select {
+			case got <- e.Events:
+			default:
+			}
+		},
+		OnRelease: func(poller.Released) { close(released) }})
+	if errors.Is(err, poller.ErrInvalid) {
+		// The number is still registered to an fd closed early, which
+		// its Delete is about to forget.
+		unix.Close(fd)
+		return nil
+	}
+	if err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("Add: %w", err)
+	}
+	await := func(want poller.Events, what string) error {
+		for deadline := time.After(timeout); ; {
+			select {
+			case e := <-got:
+				if e&want != 0 {
+					return nil
+				}
+			case <-deadline:
+				return fmt.Errorf("%s of churned registration %v: not within %v", what, h, timeout)
+			}
+		}
+	}
+	if err := await(poller.Readable, "Readable"); err != nil {
+		return err
+	}
+	// An eventfd is always writable.
+	if err := p.Modify(h, poller.Writable); err != nil {
+		return fmt.Errorf("Modify: %w", err)
+	}
+	if err := await(poller.Writable, "Writable after Modify"); err != nil {
+		return err
+	}
+	if err := p.Delete(h); err != nil {
+		return fmt.Errorf("Delete: %w", err)
+	}
+	select {
+	case <-released:
+	case <-time.After(timeout):
+		return fmt.Errorf("release of churned registration %v: not within %v", h, timeout)
+	}
+	return nil
+}
+
+// echoRoundTrip writes a message to peer, whose other end echoes what it
+// reads, and checks that it comes back whole.
+func echoRoundTrip(t *testing.T, peer int, when string) {
+	t.Helper()
+	msg := bytes.Repeat([]byte(when+" "), 1024)
+	if n, err := unix.Write(peer, msg); n != len(msg) {
+		t.Fatalf("%s: write %d of %d bytes: %v", when, n, len(msg), err)
+	}
+	var got []byte
+	eventually(t, when+": echo", func() bool {
+		data, _ := readAll(peer)
+		got = append(got, data...)
+		return len(got) >= len(msg)
+	})
+	if !bytes.Equal(got, msg) {
+		t.Errorf("%s: echoed %d bytes that differ from the %d written", when, len(got), len(msg))
+	}
+}
+
+// epollFDs counts the process's open epoll fds.
+func epollFDs(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, target := range fdTable(t) {
+		if target == "anon_inode:[eventpoll]" {
+			n++
+		}
+	}
+	return n
+}
+
+// entryOf returns an open epoll fd whose /proc/self/fdinfo lists an entry
+// carrying handle h.
+func entryOf(t *testing.T, h poller.Handle) (int, bool) {
+	t.Helper()
+	want := "data: " + strconv.FormatUint(uint64(h), 16) + " "
+	for fd, target := range fdTable(t) {
+		if target != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(info)) {
+			if strings.Contains(strings.Join(strings.Fields(line), " ")+" ", want) {
+				return fd, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // TestFailedAddLeavesFDOpen makes Add with CloseFD fail, in its argument

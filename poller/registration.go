@@ -182,12 +182,25 @@ func (p *Poller) epollBits(ev Events) uint32 {
 	return bits
 }
 
-// epfdOf returns the epoll set holding s.
-func (p *Poller) epfdOf(s *slot) int {
-	if s.waiter >= 0 {
-		return p.waiters[s.waiter].epfd
+// lockSet returns the epoll set holding s, for an epoll_ctl on it. In the
+// PerWaiter topology it holds the owning waiter's setMu shared until
+// unlockSet, so that the waiter cannot renew its set (renewSet) while the
+// call is in progress and its entry would be lost; the shared set is never
+// renewed and takes no lock.
+func (p *Poller) lockSet(s *slot) int {
+	if s.waiter < 0 {
+		return p.epfds[0]
 	}
-	return p.epfds[0]
+	w := &p.waiters[s.waiter]
+	w.setMu.RLock()
+	return w.epfd
+}
+
+// unlockSet ends lockSet.
+func (p *Poller) unlockSet(s *slot) {
+	if s.waiter >= 0 {
+		p.waiters[s.waiter].setMu.RUnlock()
+	}
 }
 
 // lookup returns h's slot, or nil if h was never issued.
@@ -253,7 +266,9 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 	// cannot strand the fd in epoll.
 	s.ctlMu.Lock()
 	s.publish(gen)
-	if err := epollAdd(p.epfdOf(s), reg.FD, p.epollBits(reg.Events), h); err != nil {
+	err = epollAdd(p.lockSet(s), reg.FD, p.epollBits(reg.Events), h)
+	p.unlockSet(s)
+	if err != nil {
 		s.unpublish(gen)
 		if s.attached {
 			p.waiters[s.waiter].attached.Add(-1)
@@ -316,7 +331,9 @@ func (p *Poller) Modify(h Handle, events Events) error {
 		return ErrStale
 	}
 	s.events.Store(uint32(events))
-	if err := epollMod(p.epfdOf(s), s.fd, p.epollBits(events), h); err != nil {
+	err = epollMod(p.lockSet(s), s.fd, p.epollBits(events), h)
+	p.unlockSet(s)
+	if err != nil {
 		return fmt.Errorf("poller: modify fd %d: %w", s.fd, err)
 	}
 	return nil

@@ -35,13 +35,16 @@ import (
 // If the caller closed the fd already, the lifecycle still completes. But
 // if another descriptor still shares the fd's open file (a dup, a child
 // forked without close-on-exec, a copy sent over a Unix socket), the kernel
-// keeps the epoll entry, and nothing can remove it by number: its events
-// arrive as stale ones, and a level-triggered one wakes its waiter again
-// and again until that other descriptor closes. The poller detects this at
-// Delete (EPOLL_CTL_DEL fails with EBADF and the entry is still listed),
-// counts it in Stats.ClosedEarly and logs it once. It does not prevent it
-// by registering a duplicate of every fd it does not own: that would cost a
-// descriptor per registration, to protect a rule the caller can keep.
+// keeps the epoll entry, and nothing can remove it by number. The poller
+// detects this at Delete (EPOLL_CTL_DEL fails with EBADF or ENOENT and the
+// entry is still listed), counts it in Stats.ClosedEarly and logs it once.
+// In the PerWaiter topology the owning waiter is woken and replaces its
+// epoll set with a fresh one holding its other registrations, which drops
+// the entry; on a shared set the entry is one-shot and reports at most
+// once (edge-triggered, once per new readiness of the other descriptor).
+// The poller does not prevent the case by registering a duplicate of every
+// fd it does not own: that would cost a descriptor per registration, to
+// protect a rule the caller can keep.
 func (p *Poller) Delete(h Handle) error {
 	tok, err := p.enter()
 	if err != nil {
@@ -60,37 +63,59 @@ func (p *Poller) Delete(h Handle) error {
 // epoll; only one caller wins. Callers other than shutdown then retire it.
 func (p *Poller) end(s *slot, gen uint32, why Reason) bool {
 	s.ctlMu.Lock()
+	// Only a holder of ctlMu claims, so a registration seen active here
+	// stays so, with its waiter, until the claim below.
+	if !s.active(gen) {
+		s.ctlMu.Unlock()
+		return false
+	}
+	// The claim and EPOLL_CTL_DEL are one step for renewSet, which holds
+	// the set exclusively: it sees the registration active and copies its
+	// entry, or sees it released with its EPOLL_CTL_DEL done and the
+	// outcome below counted.
+	epfd := p.lockSet(s)
 	if !s.claim(gen) {
+		p.unlockSet(s)
 		s.ctlMu.Unlock()
 		return false
 	}
 	s.reason = why
 	s.deletedAt.Store(p.now())
+	h := makeHandle(s.index, gen)
+	// Look for a surviving entry in the set the EPOLL_CTL_DEL failed on,
+	// before its waiter can renew it.
+	early := epollDel(epfd, s.fd) && entryAlive(epfd, s.fd, h)
+	if early && s.waiter >= 0 {
+		p.waiters[s.waiter].renew.Store(true)
+	}
+	p.unlockSet(s)
 	p.stopWork(s)
-	early := epollDel(p.epfdOf(s), s.fd)
 	s.ctlMu.Unlock()
 	p.deleted.Inc()
 	if early {
-		p.closedEarlyFound(s, makeHandle(s.index, gen))
+		p.closedEarlyFound(s.fd, h)
+		if s.waiter >= 0 {
+			// Renew now, not when the entry next reports: a live
+			// registration's entry may also be one to drop.
+			p.mail[p.waiters[s.waiter].set].wake()
+		}
 	}
 	if !s.closeFD {
-		p.forgetFD(s.fd, makeHandle(s.index, gen))
+		p.forgetFD(s.fd, h)
 	}
 	return true
 }
 
-// closedEarlyFound handles an fd the caller closed before Delete: harmless
-// unless the epoll entry survived it (see Delete).
-func (p *Poller) closedEarlyFound(s *slot, h Handle) {
-	if !entryAlive(p.epfdOf(s), s.fd, h) {
-		return
-	}
+// closedEarlyFound reports an fd the caller closed before Delete whose
+// epoll entry survived it (see Delete), found at Delete or by renewSet.
+func (p *Poller) closedEarlyFound(fd int, h Handle) {
 	p.closedEarly.Inc()
 	if p.earlyWarned.CompareAndSwap(false, true) {
 		p.opts.Logger.Warn("poller: fd closed before Delete while another descriptor shares its file; "+
-			"its epoll entry survives and reports stale events until that descriptor closes. "+
+			"its epoll entry survives the close and reports stale events, until the poller renews the waiter's epoll set (per-waiter) "+
+			"or that descriptor closes (shared). "+
 			"Close an fd only in or after OnRelease, or register it with CloseFD (counted in Stats.ClosedEarly; reported once)",
-			"fd", s.fd, "handle", h.String())
+			"fd", fd, "handle", h.String())
 	}
 }
 

@@ -85,8 +85,9 @@ type Stats struct {
 	Stale           uint64        `json:"stale"`    // events dropped by validation
 	Wakeups         uint64        `json:"wakeups"`  // epoll_wait returns
 	Panics          uint64        `json:"panics"`
-	// ClosedEarly counts fds found closed at Delete whose epoll entry
-	// survived through another descriptor (see Delete).
+	// ClosedEarly counts fds found closed before Delete whose epoll entry
+	// survived through another descriptor (see Delete): found at Delete,
+	// or when their waiter renewed its epoll set.
 	ClosedEarly uint64 `json:"closed_early"`
 	// ReleaseLatency covers releases since New or the last ResetStats.
 	ReleaseLatency Latency `json:"release_latency"`

@@ -38,6 +38,16 @@ func (mb *mailbox) close() {
 	mb.mu.Unlock()
 }
 
+// wake makes a waiter of the mailbox's set return from epoll_wait, with
+// nothing posted.
+func (mb *mailbox) wake() {
+	mb.mu.Lock()
+	if mb.efd >= 0 {
+		signal(mb.efd)
+	}
+	mb.mu.Unlock()
+}
+
 // regTimer is one AfterFunc timer. fired is guarded by slotWork.mu.
 type regTimer struct {
 	t     *time.Timer

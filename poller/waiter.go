@@ -3,6 +3,7 @@ package poller
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 )
 
@@ -12,7 +13,7 @@ type waiter struct {
 	id       int
 	name     string
 	set      int // index of its epoll set and mailbox
-	epfd     int
+	epfd     int // its epoll set's number, kept when renewSet replaces the set
 	goid     atomic.Int64
 	tid      atomic.Int64
 	attached atomic.Int64 // registrations it owns (PerWaiter)
@@ -25,11 +26,16 @@ type waiter struct {
 	// phase is +t while waiting since t, -t while processing since t (ns
 	// since Poller.base), 0 once stopped: Stats adds the running phase.
 	phase atomic.Int64
+	// setMu is held shared around every epoll_ctl on the waiter's own set
+	// (PerWaiter), exclusively while the waiter renews the set.
+	setMu sync.RWMutex
+	renew atomic.Bool // the set holds an entry nothing can remove: renew it
 	_     [64]byte
 }
 
 // run is one waiter's loop:
 //
+//	if its set holds an entry nothing can remove: renew the set
 //	after a batch with events: yield, quiescent point, then epoll_wait
 //	    without blocking, online (a busy waiter never blocks)
 //	when that found nothing, or after an empty batch: offline (a quiescent
@@ -66,6 +72,9 @@ func (p *Poller) run(w *waiter) {
 	defer w.phase.Store(0)
 	busy := false
 	for {
+		if w.renew.Load() {
+			p.renewSet(w)
+		}
 		n, err := 0, error(nil)
 		if busy {
 			// Yield once per batch: goroutines made runnable meanwhile
@@ -192,7 +201,8 @@ func (p *Poller) rearm(s *slot, h Handle) {
 	s.ctlMu.Lock()
 	if s.active(h.Gen()) {
 		// ENOENT or EBADF: the user closed the fd; Delete still works.
-		epollMod(p.epfdOf(s), s.fd, p.epollBits(Events(s.events.Load())), h)
+		epollMod(p.lockSet(s), s.fd, p.epollBits(Events(s.events.Load())), h)
+		p.unlockSet(s)
 	}
 	s.ctlMu.Unlock()
 }
