@@ -21,12 +21,15 @@ import (
 //
 // Independently, under mu: wshut (CloseWrite, or closing after its flush:
 // FIN sent or due once the queue drains), finSent, eof (the peer's FIN was
-// read), paused (PauseRead). And in Conn.flags, atomic so that Writable and
-// every event read them without the mutex, each changed under mu:
-// flagHigh (above HighWater until LowWater: reading paused, Writable
-// false), flagNoWrite (writes refused), flagFinishing (open, but reading
-// stopped by Shutdown or the peer's FIN: the handler finishes what it has
-// read, then the connection closes).
+// read), paused (PauseRead).
+//
+// Conn.flags holds what Writable and every event read without the mutex:
+// one atomic word, each bit changed under mu (flagDialing and
+// flagOwnHandler: before the registration is added). Besides mirrors of the state and of
+// the interest set for the read path, it holds flagHigh (above HighWater
+// until the queue drains to LowWater: reading paused, Writable false) and
+// flagFinishing (open, but reading stopped by Shutdown or the peer's FIN:
+// the handler finishes what it has read, then the connection closes).
 const (
 	stOpen = iota
 	stClosing
@@ -39,10 +42,13 @@ const (
 	flagDeadlines  = 1 << iota // one was ever set (deadline.go): reads pay nothing otherwise
 	flagDialing                // a connect was pending (dial.go); stays set if it failed
 	flagOwnHandler             // served by connExt.h, not the server's Handler (Dial's h)
-	flagHigh
-	flagNoWrite
-	flagFinishing
-	flagFinWait // closing, all output sent and FIN out: only the peer's FIN is awaited (Server.finWaits)
+	flagHigh                   // above HighWater, until LowWater
+	flagNoWrite                // writes refused (writeErr is not nil)
+	flagFinishing              // Shutdown or the peer's FIN: answer what was read, then close
+	flagFinWait                // closing, all output sent and FIN out: only the peer's FIN is awaited (Server.finWaits)
+	flagReadable               // Readable is in the registered interest set (events)
+	flagClosing                // state is closing or later
+	flagEnding                 // state is ending or later
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
@@ -71,7 +77,8 @@ type Conn struct {
 
 	flags atomic.Uint32
 
-	bytesIn, bytesOut atomic.Uint64
+	bytesIn  atomic.Uint64 // written on the waiter
+	bytesOut uint64        // under mu
 
 	// value is SetValue's, the handler's own: no lock, as with the
 	// handler's other state, which its serialisation orders.
@@ -263,7 +270,7 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 			n, err = write(c.fd, b)
 		}
 		if n > 0 {
-			c.bytesOut.Add(uint64(n))
+			c.bytesOut += uint64(n)
 		}
 		took = n
 		if err != nil && !isAgain(err) {
@@ -391,6 +398,7 @@ func (c *Conn) Close() error {
 func (c *Conn) closeLocked() {
 	testHookEarlyClose(c)
 	c.state = stClosing
+	c.flags.Or(flagClosing)
 	c.wshut = true
 	c.noWriteLocked()
 	c.flags.And(^uint32(flagFinishing))
@@ -474,7 +482,7 @@ func (c *Conn) flushTimedOut() {
 // whose FIN is out, without a reset: the input the peer sent since is
 // discarded, so that the close does not answer it with one.
 func (c *Conn) quietEndLocked() {
-	c.bytesIn.Add(uint64(discardInput(c.fd)))
+	discardInput(c.fd)
 	c.endLocked()
 }
 
@@ -558,7 +566,7 @@ func (c *Conn) endLocked() {
 		return
 	}
 	c.state = stEnding
-	c.noWriteLocked()
+	c.flags.Or(flagNoWrite | flagClosing | flagEnding)
 	if c.flags.Load()&flagFinWait != 0 {
 		c.flags.And(^uint32(flagFinWait))
 		c.s.finWaits.Add(-1)
@@ -604,8 +612,18 @@ func (c *Conn) updateLocked() {
 	}
 	if want != c.events {
 		if err := c.s.p.Modify(c.handle(), want); err == nil {
-			c.events = want
+			c.setEventsLocked(want)
 		}
+	}
+}
+
+// setEventsLocked records the interest set registered now.
+func (c *Conn) setEventsLocked(ev poller.Events) {
+	c.events = ev
+	if ev&poller.Readable != 0 {
+		c.flags.Or(flagReadable)
+	} else {
+		c.flags.And(^uint32(flagReadable))
 	}
 }
 
@@ -670,10 +688,13 @@ type Stats struct {
 // Stats returns the connection's counters. Safe from any goroutine, OnClose
 // included.
 func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	out, queued := c.bytesOut, len(c.out)
+	c.mu.Unlock()
 	return Stats{
 		BytesIn:  c.bytesIn.Load(),
-		BytesOut: c.bytesOut.Load(),
-		Queued:   c.Queued(),
+		BytesOut: out,
+		Queued:   queued,
 		Age:      time.Duration(c.s.clock() - c.at),
 		Waiter:   int(c.waiter.Load()),
 	}

@@ -103,7 +103,7 @@ func (s *Server) connected(c *Conn, e poller.Event) bool {
 	c.dial <- nil
 	c.dial = nil
 	c.flags.And(^uint32(flagDialing))
-	c.events = poller.Writable // what is registered now; updateLocked swaps in Readable
+	c.setEventsLocked(poller.Writable) // what is registered now; updateLocked swaps in Readable
 	c.updateLocked()
 	c.mu.Unlock()
 	c.startDeadlines()

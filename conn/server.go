@@ -222,7 +222,8 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 	if s.opts.SendBuffer > 0 {
 		setSendBuffer(fd, s.opts.SendBuffer)
 	}
-	c := &Conn{s: s, fd: fd, at: s.clock(), events: events}
+	c := &Conn{s: s, fd: fd, at: s.clock()}
+	c.setEventsLocked(events) // not yet shared
 	if dial != nil || h != nil {
 		c.connExt = &connExt{dial: dial, h: h}
 	}
@@ -336,7 +337,9 @@ func (l *connList) all() []*Conn {
 // event runs on the connection's waiter.
 func (s *Server) event(c *Conn, e poller.Event) {
 	c.setHandle(e.Handle)
-	c.waiter.Store(int32(e.Waiter))
+	if w := int32(e.Waiter); c.waiter.Load() != w {
+		c.waiter.Store(w) // rarely: a waiter's connections stay its own
+	}
 	if c.dialing() && !s.connected(c, e) {
 		return
 	}
@@ -364,7 +367,7 @@ func (s *Server) flush(c *Conn) (drained bool) {
 	}
 	n, err := write(c.fd, c.out)
 	if n > 0 {
-		c.bytesOut.Add(uint64(n))
+		c.bytesOut += uint64(n)
 		c.out = c.out[n:]
 		c.wroteLocked(n, true)
 		if c.state == stClosing {
@@ -397,10 +400,10 @@ func (s *Server) flush(c *Conn) (drained bool) {
 // is closed.
 func (s *Server) resume(c *Conn, drained bool) {
 	if d, ok := c.handler().(Drainer); drained && ok && c.live() {
-		s.offer(c, nil, d.OnDrain)
+		s.offer(c, nil, d)
 	}
 	if len(c.in) > 0 && c.live() {
-		s.offer(c, nil, c.handler().OnData)
+		s.offer(c, nil, nil)
 	}
 	c.mu.Lock()
 	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing {
@@ -423,12 +426,14 @@ func (c *Conn) live() bool {
 // level-triggered, the next event reads more. It keeps only what OnData
 // left unconsumed.
 func (s *Server) read(c *Conn, e poller.Event) {
-	c.mu.Lock()
-	state, reading := c.state, c.events&poller.Readable != 0 || e.Events&(poller.HangUp|poller.Error) != 0
-	finishing := c.flags.Load()&flagFinishing != 0
-	c.mu.Unlock()
-	if state >= stEnding || !reading || finishing {
+	f := c.flags.Load()
+	reading := f&flagReadable != 0 || e.Events&(poller.HangUp|poller.Error) != 0
+	if f&(flagEnding|flagFinishing) != 0 || !reading {
 		return // ending or finishing: nothing more is delivered
+	}
+	state := uint8(stOpen)
+	if f&flagClosing != 0 {
+		state = stClosing
 	}
 	buf := s.bufs[e.Waiter]
 	n, err := read(c.fd, buf)
@@ -467,11 +472,12 @@ func (s *Server) read(c *Conn, e poller.Event) {
 
 // deliver offers data, after any remainder, to OnData, and keeps what it
 // leaves.
-func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, c.handler().OnData) }
+func (s *Server) deliver(c *Conn, data []byte) { s.offer(c, data, nil) }
 
-// offer runs fn (OnData or OnDrain) with the remainder followed by data as
-// the connection's input, and keeps what fn leaves unconsumed.
-func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
+// offer runs OnData (or d's OnDrain, if d is not nil) with the remainder
+// followed by data as the connection's input, and keeps what it leaves
+// unconsumed.
+func (s *Server) offer(c *Conn, data []byte, d Drainer) {
 	in := &s.inputs[c.waiter.Load()]
 	fresh := len(c.in) == 0
 	switch {
@@ -484,7 +490,11 @@ func (s *Server) offer(c *Conn, data []byte, fn func(*Conn)) {
 		in.view = c.in
 	}
 	in.c, in.off = c, 0
-	fn(c)
+	if d != nil {
+		d.OnDrain(c)
+	} else {
+		c.handler().OnData(c)
+	}
 	rest, consumed := in.view[in.off:], in.off > 0
 	in.c, in.view, in.off = nil, nil, 0
 	if consumed && c.flags.Load()&flagDeadlines != 0 {
@@ -556,7 +566,7 @@ func (s *Server) release(c *Conn, r poller.Released) {
 	}
 	failedDial := c.connExt != nil && c.dialFailed
 	c.state = stReleased
-	c.noWriteLocked()
+	c.flags.Or(flagNoWrite | flagClosing | flagEnding)
 	if len(c.out) > 0 {
 		s.lostOutput.Add(uint64(len(c.out)))
 	}
