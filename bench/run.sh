@@ -27,8 +27,8 @@
 # About 7 minutes on 2 cores.
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
-# echo and connection-cycle case and round), KV_N (10000 requests per
-# redis-benchmark run at -P 1, ten times as many at -P 16), OTHER_TIME
+# echo and connection-cycle case and round), KV_N (100000 requests per
+# redis-benchmark run at -P 1, ten times as many at -P 16; fewer make a row noise), OTHER_TIME
 # (300ms), LATENCY_N (2000 deletes per latency case).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 DISPATCH_TIME=${DISPATCH_TIME:-200ms}
 ECHO_TIME=${ECHO_TIME:-1s}
-KV_N=${KV_N:-10000}
+KV_N=${KV_N:-100000}
 OTHER_TIME=${OTHER_TIME:-300ms}
 LATENCY_N=${LATENCY_N:-2000}
 

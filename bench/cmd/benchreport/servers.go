@@ -211,7 +211,7 @@ func connCycleWhy(server string) string {
 
 func renderKV(w io.Writer, r results) []target {
 	fmt.Fprintf(w, "## 7. Key-value server: redis-benchmark\n\n")
-	fmt.Fprintf(w, "%s The client is redis-benchmark (`-q -t TEST -c C -P P`, 10,000 requests at -P 1 and ten times as "+
+	fmt.Fprintf(w, "%s The client is redis-benchmark (`-q -t TEST -c C -P P`, 100,000 requests at -P 1 and ten times as "+
 		"many at -P 16 by default, one run per test so that the server's CPU is per test) against examples/kv's command "+
 		"code (examples/kv/resp, examples/kv/store) served three ways: **kv-conn** is examples/kv itself (its "+
 		"conn.Handler), **kv-net** a goroutine per connection on Go's net package, **kv-gnet** gnet v2 (one event loop "+
