@@ -253,7 +253,7 @@ func slowRead(t *testing.T, nc net.Conn, n int, pause time.Duration) []byte {
 }
 
 // TestSlowReaderAfterClose: 8 MB to a client reading at about 4 MB/s, with
-// FlushTimeout 200 ms, far shorter than the transfer (about 2 s). After
+// FlushTimeout 500 ms, far shorter than the transfer (about 2-3 s). After
 // the peer's FIN (the client half-closed after its request) and after the
 // handler's Close alike, FlushTimeout bounds a stall, not the reply: the
 // client gets every byte, then EOF, not a reset.
@@ -268,7 +268,10 @@ func TestSlowReaderAfterClose(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachNetwork(t, func(t *testing.T, network string) {
 				h := &bigReply{closeAfter: tc.shut, writeErr: make(chan error, 1), closed: make(chan closed, 1)}
-				opts := conn.Options{FlushTimeout: 200 * time.Millisecond, SendBuffer: 64 << 10}
+				// HighWater above the reply: reading does not pause, so
+				// the FIN is read, and the close begins, with nearly all
+				// of it queued.
+				opts := conn.Options{FlushTimeout: 500 * time.Millisecond, SendBuffer: 64 << 10, HighWater: 16 << 20}
 				_, addr := newServer(t, h, opts, network)
 				nc := dialReceive(t, addr, 128<<10)
 				nc.Write([]byte("?"))
@@ -280,10 +283,10 @@ func TestSlowReaderAfterClose(t *testing.T) {
 				}
 				start := time.Now()
 				got := slowRead(t, nc, 8<<20, 15*time.Millisecond)
-				if !bytes.Equal(got, pattern(8<<20)) {
-					t.Fatalf("client read: %s", firstDiff(got, pattern(8<<20)))
-				}
 				cl := wait(t, h.closed, "OnClose")
+				if !bytes.Equal(got, pattern(8<<20)) {
+					t.Fatalf("client read: %s; OnClose %v, %v, %+v", firstDiff(got, pattern(8<<20)), cl.reason, cl.err, cl.stats)
+				}
 				want := conn.ReasonLocalClose
 				if tc.halfClose {
 					want = conn.ReasonPeerClosed
