@@ -142,17 +142,7 @@ func TestPipelineShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the handler held back", func() bool { return p.held.Load() > 0 })
-		type result struct {
-			drained, forced int
-			err             error
-		}
-		done := make(chan result, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			d, f, err := s.Shutdown(ctx)
-			done <- result{d, f, err}
-		}()
+		done := shutdownAsync(s)
 		time.Sleep(500 * time.Millisecond) // the client still reads nothing
 		got, err := readToEOF(nc)
 		if err != nil {

@@ -4,6 +4,7 @@ package conn_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +107,25 @@ func closeServer(t testing.TB, s *conn.Server) {
 	if st := s.Stats(); st.Open != 0 {
 		t.Errorf("after Close: %d connections open", st.Open)
 	}
+}
+
+// shutdownResult is what Shutdown returned.
+type shutdownResult struct {
+	drained, forced int
+	err             error
+}
+
+// shutdownAsync runs s.Shutdown, bounded by timeout, on a goroutine of its
+// own and delivers its result.
+func shutdownAsync(s *conn.Server) <-chan shutdownResult {
+	done := make(chan shutdownResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		d, f, err := s.Shutdown(ctx)
+		done <- shutdownResult{d, f, err}
+	}()
+	return done
 }
 
 // dial connects a client to addr and closes it at cleanup.

@@ -324,17 +324,7 @@ func TestCloseAborts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		type result struct {
-			drained, forced int
-			err             error
-		}
-		shut := make(chan result, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			d, f, err := s.Shutdown(ctx)
-			shut <- result{d, f, err}
-		}()
+		shut := shutdownAsync(s)
 		time.Sleep(quiet) // Shutdown waits for the stalled connections
 		select {
 		case res := <-shut:

@@ -343,27 +343,7 @@ func TestClosedEarlyDuplicateDoesNotSpin(t *testing.T) {
 		}
 		echoRoundTrip(t, echoPeer, "before")
 
-		fd, peer := newSocketpair(t)
-		defer unix.Close(peer)
-		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(dup)
-		released := make(chan poller.Released, 1)
-		h, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, Waiter: poller.OnWaiter(0), OnEvent: nop,
-			OnRelease: func(r poller.Released) { released <- r }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		unix.Close(fd) // against the rules: before OnRelease
-		if _, err := unix.Write(peer, []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Delete(h); err != nil {
-			t.Fatalf("Delete after the fd was closed: %v", err)
-		}
-		wait(t, released, "OnRelease of an fd closed early")
+		h := closeEarlyAndDelete(t, p)
 
 		before := p.Stats().Wakeups
 		time.Sleep(window)
@@ -462,8 +442,8 @@ func TestRenewedSetSkipsReusedNumber(t *testing.T) {
 // closeEarlyAndDelete registers a readable socket on waiter 0, closes it
 // while a duplicate stays open, deletes it and waits for its release: its
 // epoll entry outlives the Delete, which makes a PerWaiter waiter renew
-// its set.
-func closeEarlyAndDelete(t *testing.T, p *poller.Poller) {
+// its set. It returns the registration's handle.
+func closeEarlyAndDelete(t *testing.T, p *poller.Poller) poller.Handle {
 	t.Helper()
 	fd, peer := newSocketpair(t)
 	defer unix.Close(peer)
@@ -486,6 +466,7 @@ func closeEarlyAndDelete(t *testing.T, p *poller.Poller) {
 		t.Fatalf("Delete after the fd was closed: %v", err)
 	}
 	wait(t, released, "OnRelease of an fd closed early")
+	return h
 }
 
 // TestRenewWhileChurning renews one waiter's epoll set over and over while
