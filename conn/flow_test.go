@@ -88,10 +88,19 @@ func checkReplies(t *testing.T, got []byte, n, size int) {
 	}
 }
 
-// flowOptions make the output bound bite early: a small send buffer and a
-// 256 KB HighWater; the read buffer takes 10,000 requests in one read.
-func flowOptions() conn.Options {
-	return conn.Options{HighWater: 256 << 10, SendBuffer: 64 << 10, ReadBuffer: 128 << 10}
+// pipelined starts a pipeliner answering size-byte replies, with options
+// that make the output bound bite early (a small send buffer, a 256 KB
+// HighWater; a read buffer that takes 10,000 requests in one read), and a
+// client with a small receive buffer that has sent it n requests.
+func pipelined(t *testing.T, network string, n, size int) (*pipeliner, *conn.Server, net.Conn) {
+	t.Helper()
+	p := newPipeliner(size)
+	s, addr := newServer(t, p, conn.Options{HighWater: 256 << 10, SendBuffer: 64 << 10, ReadBuffer: 128 << 10}, network)
+	nc := dialSmallReceive(t, addr)
+	if _, err := nc.Write(requests(n)); err != nil {
+		t.Fatal(err)
+	}
+	return p, s, nc
 }
 
 // TestPipelineFlowControl: 10,000 pipelined requests from a client that
@@ -103,13 +112,8 @@ func flowOptions() conn.Options {
 func TestPipelineFlowControl(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		const n, size = 10000, 1024
-		p := newPipeliner(size)
-		s, addr := newServer(t, p, flowOptions(), network)
+		p, s, nc := pipelined(t, network, n, size)
 		high := s.Options().HighWater
-		nc := dialSmallReceive(t, addr)
-		if _, err := nc.Write(requests(n)); err != nil {
-			t.Fatal(err)
-		}
 		time.Sleep(2 * time.Second)
 		if p.held.Load() == 0 {
 			t.Errorf("the handler was never held back (served %d of %d while the client read nothing)", p.served.Load(), n)
@@ -135,12 +139,7 @@ func TestPipelineFlowControl(t *testing.T) {
 func TestPipelineShutdown(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		const n, size = 10000, 1024
-		p := newPipeliner(size)
-		s, addr := newServer(t, p, flowOptions(), network)
-		nc := dialSmallReceive(t, addr)
-		if _, err := nc.Write(requests(n)); err != nil {
-			t.Fatal(err)
-		}
+		p, s, nc := pipelined(t, network, n, size)
 		eventually(t, "the handler held back", func() bool { return p.held.Load() > 0 })
 		done := shutdownAsync(s)
 		time.Sleep(500 * time.Millisecond) // the client still reads nothing
@@ -175,12 +174,7 @@ func TestPipelineShutdown(t *testing.T) {
 func TestPipelinePeerFIN(t *testing.T) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		const n, size = 10000, 1024
-		p := newPipeliner(size)
-		_, addr := newServer(t, p, flowOptions(), network)
-		nc := dialSmallReceive(t, addr)
-		if _, err := nc.Write(requests(n)); err != nil {
-			t.Fatal(err)
-		}
+		p, _, nc := pipelined(t, network, n, size)
 		closeWrite(t, nc)
 		time.Sleep(300 * time.Millisecond)
 		got, err := readToEOF(nc)

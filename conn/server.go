@@ -253,13 +253,7 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 		// Shutdown or Close began after the caller looked, and may have
 		// listed the live connections before this one joined them:
 		// treat it as Shutdown treats those it listed.
-		c.mu.Lock()
-		if c.connExt != nil && c.dial != nil {
-			c.cancelDialLocked(closedError{"server is shutting down"})
-		} else {
-			c.finishLocked(ReasonShutdown)
-		}
-		c.mu.Unlock()
+		c.shutdown()
 	}
 	return c, nil
 }

@@ -50,14 +50,9 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	conns := s.conns.all()
 	dials := 0 // cancelled: never connections, neither drained nor forced
 	for _, c := range conns {
-		c.mu.Lock()
-		if c.connExt != nil && c.dial != nil {
+		if c.shutdown() {
 			dials++
-			c.cancelDialLocked(closedError{"server is shutting down"})
-		} else {
-			c.finishLocked(ReasonShutdown)
 		}
-		c.mu.Unlock()
 	}
 	total := len(conns) - dials
 	tick := time.NewTicker(time.Millisecond)
@@ -81,6 +76,19 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	// reset was forced, not drained.
 	forced = min(int(s.closeForced.Load()), total)
 	return total - forced, forced, s.Close()
+}
+
+// shutdown makes c finish, or cancels it if it is a pending dial, which it
+// reports.
+func (c *Conn) shutdown() (dial bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.connExt != nil && c.dial != nil {
+		c.cancelDialLocked(closedError{"server is shutting down"})
+		return true
+	}
+	c.finishLocked(ReasonShutdown)
+	return false
 }
 
 // endSettled ends, without a reset, the connections that wait only for
