@@ -92,11 +92,13 @@
 package conn
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/gracepoll/gracepoll/poller"
@@ -151,6 +153,11 @@ const (
 	ReasonTimeout
 	// ReasonShutdown: Shutdown or Close of the server ended it.
 	ReasonShutdown
+	// ReasonHandshake: the TLS handshake of an accepted connection did not
+	// complete (crypto/tls's error, ErrHandshakeTimeout, or the server
+	// closing): OnOpen never ran for it, and this OnClose is the only
+	// handler method that does.
+	ReasonHandshake
 	numReasons
 )
 
@@ -171,6 +178,8 @@ func (r Reason) String() string {
 		return "timeout"
 	case ReasonShutdown:
 		return "shutdown"
+	case ReasonHandshake:
+		return "handshake"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
@@ -239,6 +248,9 @@ const (
 	DefaultFlushTimeout = 5 * time.Second
 	DefaultAcceptBatch  = 32
 	DefaultReadBuffer   = 64 << 10
+
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultMaxHandshakes    = 1024
 )
 
 // Options configures a Server. The zero value is a good default.
@@ -296,6 +308,24 @@ type Options struct {
 	// Logger receives reports such as running out of file descriptors;
 	// nil means slog.Default().
 	Logger *slog.Logger
+
+	// TLS, if not nil, makes every accepted connection a TLS server
+	// connection with this configuration, run by crypto/tls itself (see
+	// TLS in the package doc). It must have a certificate
+	// (Certificates, GetCertificate or GetConfigForClient).
+	TLS *tls.Config
+	// HandshakeTimeout bounds a TLS handshake, from accept (or the
+	// connect's completion) to its end, waiting for a worker included; 0
+	// means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// HandshakeWorkers is the most TLS handshakes computing at once; a
+	// handshake waiting for its peer holds none. 0 means GOMAXPROCS.
+	HandshakeWorkers int
+	// MaxHandshakes is the most connections in a TLS handshake at once,
+	// waiting for their peer or for a worker; a connection accepted
+	// beyond it is reset at once and counted (TLSStats.Refused). 0 means
+	// DefaultMaxHandshakes.
+	MaxHandshakes int
 }
 
 // normalize validates o and fills in defaults.
@@ -305,7 +335,8 @@ func (o *Options) normalize() error {
 	}
 	switch {
 	case o.MaxQueued < 0, o.HighWater < 0, o.LowWater < 0, o.MaxBuffered < 0, o.AcceptBatch < 0, o.ReadBuffer < 0, o.FlushTimeout < 0, o.SendBuffer < 0,
-		o.IdleTimeout < 0, o.ReadTimeout < 0, o.WriteTimeout < 0:
+		o.IdleTimeout < 0, o.ReadTimeout < 0, o.WriteTimeout < 0,
+		o.HandshakeTimeout < 0, o.HandshakeWorkers < 0, o.MaxHandshakes < 0:
 		return bad("negative size or duration in Options")
 	}
 	if o.MaxQueued == 0 {
@@ -334,6 +365,18 @@ func (o *Options) normalize() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
+		return bad("Options.TLS has no certificate (Certificates, GetCertificate or GetConfigForClient)")
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.HandshakeWorkers == 0 {
+		o.HandshakeWorkers = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxHandshakes == 0 {
+		o.MaxHandshakes = DefaultMaxHandshakes
 	}
 	if o.Poller.Logger == nil {
 		o.Poller.Logger = o.Logger

@@ -49,6 +49,8 @@ const (
 	flagReadable               // Readable is in the registered interest set (events)
 	flagClosing                // state is closing or later
 	flagEnding                 // state is ending or later
+	flagTLS                    // connExt.tls is the connection's TLS (tls.go); set before it is registered
+	flagHandshake              // its TLS handshake has not completed; stays set if it failed
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
@@ -113,6 +115,10 @@ type connExt struct {
 	// run for it.
 	dial       chan error
 	dialFailed bool
+
+	// tls is a TLS connection's crypto/tls state (tls.go), with flagTLS;
+	// set before the connection is registered and never changed.
+	tls *tlsConn
 }
 
 // handler returns the connection's Handler. connExt.h is set before the
@@ -257,6 +263,15 @@ func (c *Conn) write(b []byte, bufs [][]byte) (int, error) {
 	if len(c.out) > c.s.opts.HighWater && len(c.out)+total > c.s.opts.MaxQueued {
 		return 0, ErrQueueFull
 	}
+	if c.flags.Load()&flagTLS != 0 {
+		return c.tlsWriteLocked(b, bufs, total)
+	}
+	return c.sendLocked(b, bufs, total)
+}
+
+// sendLocked writes b followed by bufs (total bytes) to the socket, and
+// queues what it does not take. The caller holds mu.
+func (c *Conn) sendLocked(b []byte, bufs [][]byte, total int) (int, error) {
 	queuedBefore := len(c.out) > 0
 	var took int
 	if queuedBefore {
@@ -397,6 +412,10 @@ func (c *Conn) Close() error {
 // the reason.
 func (c *Conn) closeLocked() {
 	testHookEarlyClose(c)
+	c.closeNotifyLocked()
+	if c.state != stOpen {
+		return // sending close_notify failed: ended already
+	}
 	c.state = stClosing
 	c.flags.Or(flagClosing)
 	c.wshut = true
@@ -495,6 +514,10 @@ func (c *Conn) CloseWrite() error {
 	if err := c.writeErr(); err != nil {
 		return err
 	}
+	c.closeNotifyLocked()
+	if c.state != stOpen {
+		return closedError{"is closed"}
+	}
 	c.wshut = true
 	c.noWriteLocked()
 	if len(c.out) == 0 {
@@ -567,6 +590,7 @@ func (c *Conn) endLocked() {
 	}
 	c.state = stEnding
 	c.flags.Or(flagNoWrite | flagClosing | flagEnding)
+	c.abortHandshakeLocked(closedError{"is closed"})
 	if c.flags.Load()&flagFinWait != 0 {
 		c.flags.And(^uint32(flagFinWait))
 		c.s.finWaits.Add(-1)
@@ -601,14 +625,18 @@ func (c *Conn) updateLocked() {
 	f := c.flags.Load()
 	var want poller.Events
 	switch {
+	case f&flagHandshake != 0:
+		if c.tls.hs.wantRead {
+			want |= poller.Readable
+		}
 	case c.eof:
 	case c.state == stClosing:
 		want |= poller.Readable
 	case !c.paused && f&(flagHigh|flagFinishing) == 0:
 		want |= poller.Readable
 	}
-	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 {
-		want |= poller.Writable
+	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 || f&flagTLS != 0 && c.tlsPendingLocked() {
+		want |= poller.Writable // flush, or an event to finish or decrypt in
 	}
 	if want != c.events {
 		if err := c.s.p.Modify(c.handle(), want); err == nil {

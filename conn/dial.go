@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -21,6 +22,11 @@ import (
 // fd behind. From a handler Dial returns ErrInCallback: its connect may
 // complete on the very waiter it would block.
 func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (*Conn, error) {
+	return s.dial(ctx, network, address, h, nil)
+}
+
+// dial is Dial, and DialTLS with a TLS config.
+func (s *Server) dial(ctx context.Context, network, address string, h Handler, config *tls.Config) (*Conn, error) {
 	if s.closing.Load() {
 		return nil, closedError{"server is closed"}
 	}
@@ -37,15 +43,35 @@ func (s *Server) Dial(ctx context.Context, network, address string, h Handler) (
 	}
 	result := make(chan error, 1)
 	events := poller.Writable
-	if !pending {
+	switch {
+	case pending:
+	case config != nil: // connected: the handshake starts at once
+		events = 0
+	default:
 		events, result = poller.Readable, nil
 	}
-	c, err := s.register(fd, h, events, result)
+	secure := config != nil
+	if secure {
+		s.tls.inProgress.Add(1)
+	}
+	c, err := s.register(fd, h, events, result, config, secure && !pending)
 	if err != nil {
+		if secure {
+			s.tls.inProgress.Add(-1)
+		}
 		closeFD(fd)
 		return nil, err
 	}
-	if !pending {
+	switch {
+	case pending:
+	case secure:
+		c.mu.Lock()
+		if c.state == stOpen {
+			s.armHandshakeLocked(c)
+			s.startHandshakeLocked(c)
+		}
+		c.mu.Unlock()
+	default:
 		c.startDeadlines()
 		c.open.Do(func() { s.openAccepted(c) })
 		return c, nil
@@ -97,6 +123,17 @@ func (s *Server) connected(c *Conn, e poller.Event) bool {
 	}
 	if err := connectResult(c.fd); err != nil {
 		c.cancelDialLocked(fmt.Errorf("conn: dial: %w", err))
+		c.mu.Unlock()
+		return false
+	}
+	if c.flags.Load()&flagTLS != 0 {
+		// Connected; the TLS handshake follows, and its end completes
+		// the dial (tls.go).
+		c.flags.Or(flagHandshake)
+		c.setEventsLocked(poller.Writable)
+		c.updateLocked()
+		s.armHandshakeLocked(c)
+		s.startHandshakeLocked(c)
 		c.mu.Unlock()
 		return false
 	}

@@ -373,6 +373,17 @@ func (r *recorder) OnData(c *conn.Conn) {
 }
 
 func (r *recorder) OnClose(c *conn.Conn, reason conn.Reason, err error) {
+	if reason == conn.ReasonHandshake {
+		// A TLS handshake that failed: the only handler method that
+		// runs for the connection.
+		r.mu.Lock()
+		if r.conns[c] != nil {
+			r.bad = append(r.bad, "OnClose(handshake) for a connection that had other methods run")
+		}
+		r.mu.Unlock()
+		r.closed <- closed{c, reason, err, c.Stats()}
+		return
+	}
 	defer r.exit(r.enter(c, "OnClose"))
 	if r.close != nil {
 		r.close(c, reason, err)

@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,7 @@ type Server struct {
 
 	conns connList  // live, for Close and Shutdown
 	base  time.Time // Server.clock's origin
+	tls   tlsServer
 
 	open, accepted                       atomic.Int64
 	closedBy                             [numReasons]atomic.Uint64
@@ -68,6 +70,9 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 	s.inputs = make([]input, p.Waiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, opts.ReadBuffer)
+	}
+	if opts.TLS != nil {
+		s.initTLS()
 	}
 	return s, nil
 }
@@ -194,28 +199,49 @@ func (s *Server) resumeAccept(ln *listener) {
 	s.p.Modify(ln.h, poller.Readable)
 }
 
-// add registers an accepted connection and runs its OnOpen.
+// add registers an accepted connection and runs its OnOpen, or, with
+// TLS, starts the timeout of its handshake, which begins with its first
+// bytes.
 func (s *Server) add(fd int) {
 	if s.closing.Load() {
 		closeFD(fd) // accepted as Shutdown began: refused
 		return
 	}
-	c, err := s.register(fd, nil, poller.Readable, nil)
+	secure := s.opts.TLS != nil
+	if secure && s.tls.inProgress.Add(1) > int64(s.opts.MaxHandshakes) {
+		s.tls.inProgress.Add(-1)
+		s.tls.refused.Add(1)
+		setLingerZero(fd)
+		closeFD(fd)
+		return
+	}
+	c, err := s.register(fd, nil, poller.Readable, nil, s.opts.TLS, true)
 	if err != nil {
+		if secure {
+			s.tls.inProgress.Add(-1)
+		}
 		s.acceptErrors.Add(1)
 		closeFD(fd)
 		return
 	}
 	s.accepted.Add(1)
+	if secure {
+		c.mu.Lock()
+		s.armHandshakeLocked(c)
+		c.mu.Unlock()
+		return
+	}
 	c.startDeadlines()
 	c.open.Do(func() { s.openAccepted(c) })
 }
 
 // register makes a connection of fd, served by h (nil: the server's
-// Handler), and adds it to the
-// poller with the interest set events; dial, if not nil, is a pending
-// connect's result channel. On error the fd is still the caller's.
-func (s *Server) register(fd int, h Handler, events poller.Events, dial chan error) (*Conn, error) {
+// Handler), and adds it to the poller with the interest set events; dial,
+// if not nil, is a pending connect's (or TLS handshake's) result channel.
+// With a TLS config the connection is TLS (a client if dial is not nil),
+// in its handshake from the start if handshake. On error the fd is still
+// the caller's.
+func (s *Server) register(fd int, h Handler, events poller.Events, dial chan error, config *tls.Config, handshake bool) (*Conn, error) {
 	if !s.opts.Nagle {
 		setNoDelay(fd)
 	}
@@ -224,8 +250,15 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 	}
 	c := &Conn{s: s, fd: fd, at: s.clock()}
 	c.setEventsLocked(events) // not yet shared
-	if dial != nil || h != nil {
+	if dial != nil || h != nil || config != nil {
 		c.connExt = &connExt{dial: dial, h: h}
+	}
+	if config != nil {
+		c.tls = newTLSConn(c, config, dial != nil)
+		c.flags.Or(flagTLS)
+		if handshake {
+			c.flags.Or(flagHandshake)
+		}
 	}
 	if dial != nil {
 		c.flags.Or(flagDialing)
@@ -346,7 +379,12 @@ func (s *Server) event(c *Conn, e poller.Event) {
 	if w := int32(e.Waiter); c.waiter.Load() != w {
 		c.waiter.Store(w) // rarely: a waiter's connections stay its own
 	}
-	if c.dialing() && !s.connected(c, e) {
+	f := c.flags.Load()
+	if f&flagHandshake != 0 {
+		s.handshakeEvent(c, e)
+		return
+	}
+	if f&flagDialing != 0 && !s.connected(c, e) {
 		return
 	}
 	c.open.Do(func() { c.handler().OnOpen(c) })
@@ -354,7 +392,9 @@ func (s *Server) event(c *Conn, e poller.Event) {
 	if e.Events&poller.Writable != 0 {
 		drained = s.flush(c)
 	}
-	if e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 {
+	if f&flagTLS != 0 {
+		s.readTLS(c, e)
+	} else if e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 {
 		s.read(c, e)
 	}
 	if drained || c.flags.Load()&flagFinishing != 0 {
@@ -410,6 +450,9 @@ func (s *Server) resume(c *Conn, drained bool) {
 	}
 	if len(c.in) > 0 && c.live() {
 		s.offer(c, nil, nil)
+	}
+	if c.flags.Load()&flagTLS != 0 && c.live() {
+		s.decrypt(c, int(c.waiter.Load())) // what the tls.Conn holds yet
 	}
 	c.mu.Lock()
 	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing {
@@ -571,6 +614,16 @@ func (s *Server) release(c *Conn, r poller.Released) {
 		c.cancelDialLocked(closedError{"server is closed"})
 	}
 	failedDial := c.connExt != nil && c.dialFailed
+	if c.flags.Load()&flagHandshake != 0 {
+		// Never opened: OnClose says why, and only it runs.
+		c.abortHandshakeLocked(closedError{"server is closed"})
+		if !c.reasonSet || c.reason != uint8(ReasonHandshake) {
+			c.reason, c.reasonSet = uint8(ReasonHandshake), true
+			if c.errLocked() == nil {
+				c.setErrLocked(closedError{"ended in its TLS handshake"})
+			}
+		}
+	}
 	c.state = stReleased
 	c.flags.Or(flagNoWrite | flagClosing | flagEnding)
 	if len(c.out) > 0 {
@@ -658,6 +711,7 @@ type ServerStats struct {
 	AcceptErrors uint64            `json:"accept_errors"`
 	LostOutput   uint64            `json:"lost_output"` // queued bytes dropped by Abort, resets and timeouts
 	Timeouts     uint64            `json:"timeouts"`    // deadlines that expired
+	TLS          TLSStats          `json:"tls"`
 }
 
 // Stats returns the server's counters: a few atomic loads. Poller().Stats()
@@ -671,6 +725,7 @@ func (s *Server) Stats() ServerStats {
 		AcceptErrors: s.acceptErrors.Load(),
 		LostOutput:   s.lostOutput.Load(),
 		Timeouts:     s.timeouts.Load(),
+		TLS:          s.tlsStats(),
 	}
 	for r := range numReasons {
 		if n := s.closedBy[r].Load(); n > 0 {

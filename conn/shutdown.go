@@ -78,13 +78,23 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	return total - forced, forced, s.Close()
 }
 
-// shutdown makes c finish, or cancels it if it is a pending dial, which it
-// reports.
-func (c *Conn) shutdown() (dial bool) {
+// shutdown makes c finish; a pending dial, or an accepted connection in
+// its TLS handshake, it cancels instead, and reports that it was not yet a
+// connection.
+func (c *Conn) shutdown() (notYet bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.connExt != nil && c.dial != nil {
 		c.cancelDialLocked(closedError{"server is shutting down"})
+		return true
+	}
+	if c.flags.Load()&flagHandshake != 0 {
+		// Accepted, in its TLS handshake: not yet a connection of the
+		// handler's.
+		if c.state < stEnding {
+			c.setReasonLocked(ReasonHandshake, closedError{"server is shutting down"})
+			c.resetLocked()
+		}
 		return true
 	}
 	c.finishLocked(ReasonShutdown)

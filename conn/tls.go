@@ -1,0 +1,716 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gracepoll/gracepoll/poller"
+)
+
+// TLS is crypto/tls itself, driven without a goroutine per connection
+// (docs/design.md, section 8). A tls.Conn reads and writes through a
+// transport of conn's (tlsConn) instead of a socket:
+//
+//	handshake  on a goroutine of its own, started when the first bytes
+//	           arrive: its reads take the socket directly and, when it is
+//	           empty, wait (holding no worker) for the waiter to report it
+//	           readable; its writes go to the connection's queue. At most
+//	           HandshakeWorkers of them compute at once. The handshake's
+//	           error is sticky in crypto/tls, so it could not be driven
+//	           from events.
+//	records    after the handshake, on the connection's waiter: the waiter
+//	           reads ciphertext into its buffer and calls tls.Conn.Read,
+//	           whose transport hands that ciphertext over and then fails
+//	           with a temporary error, which crypto/tls does not remember
+//	           (a partial record waits in its input for more). Writes are
+//	           tls.Conn.Write under the connection's mutex, whose records
+//	           are gathered and queued as one write.
+//
+// Every call into the tls.Conn in the record phase holds Conn.mu, so the
+// order of locks is always Conn.mu, then crypto/tls's own: a Read that
+// must write (a KeyUpdate reply, an alert) writes under the mutex it
+// already holds, and records reach the queue in sequence-number order.
+
+// Errors of TLS connections.
+var (
+	// ErrHandshakeTimeout reports a TLS handshake that did not complete
+	// within Options.HandshakeTimeout.
+	ErrHandshakeTimeout = errors.New("conn: TLS handshake timed out")
+)
+
+// TLSStats are a server's TLS handshake counters.
+type TLSStats struct {
+	Handshakes uint64 `json:"handshakes"` // completed
+	// Failed counts handshakes that failed, by cause: "eof" (the peer
+	// closed), "reset", "not-tls" (the first bytes were not a TLS
+	// record), "remote-alert" (the peer refused, such as our
+	// certificate), "certificate" (the peer's certificate was refused),
+	// "tls" (any other crypto/tls error), "cancelled" (Shutdown, Close, a
+	// Dial's context).
+	Failed     map[string]uint64 `json:"failed"`
+	TimedOut   uint64            `json:"timed_out"`   // Options.HandshakeTimeout expired
+	Refused    uint64            `json:"refused"`     // reset at accept: MaxHandshakes were in progress
+	InProgress int64             `json:"in_progress"` // handshakes now
+	// P50 and P99 are the handshake latency, from accept (or the
+	// connect's completion) to the end of the handshake, over the last
+	// 1,024 handshakes.
+	P50 time.Duration `json:"p50"`
+	P99 time.Duration `json:"p99"`
+}
+
+// Handshake failure causes, indexes of tlsServer.failed.
+const (
+	causeEOF = iota
+	causeReset
+	causeNotTLS
+	causeRemoteAlert
+	causeCertificate
+	causeTLS
+	causeCancelled
+	numCauses
+)
+
+var causeNames = [numCauses]string{"eof", "reset", "not-tls", "remote-alert", "certificate", "tls", "cancelled"}
+
+// tlsServer is a server's TLS state.
+type tlsServer struct {
+	workers    chan struct{} // a token per handshake computing now
+	inProgress atomic.Int64
+	done       atomic.Uint64
+	timedOut   atomic.Uint64
+	refused    atomic.Uint64
+	failed     [numCauses]atomic.Uint64
+	latency    latencyRing
+
+	once  sync.Once
+	plain [][]byte // per waiter: plaintext that OnData reads, decrypted
+}
+
+// initTLS readies s for TLS connections: made before the first one is
+// registered, so its waiters see it.
+func (s *Server) initTLS() {
+	s.tls.once.Do(func() {
+		s.tls.workers = make(chan struct{}, s.opts.HandshakeWorkers)
+		s.tls.plain = make([][]byte, s.p.Waiters())
+		for i := range s.tls.plain {
+			s.tls.plain[i] = make([]byte, s.opts.ReadBuffer)
+		}
+	})
+}
+
+// tlsConn is a TLS connection's crypto/tls state and its transport: the
+// net.Conn the tls.Conn reads and writes.
+type tlsConn struct {
+	c  *Conn
+	tc *tls.Conn
+
+	// The record phase, guarded by Conn.mu.
+	in      []byte  // ciphertext read, not yet taken by tc
+	ownIn   bool    // in is the connection's, not a waiter's buffer
+	sockErr error   // the socket's EOF or read error, reported once in is empty
+	cork    *[]byte // records of the Write in progress, sent as one
+	pending bool    // tc may hold input not yet delivered: decrypt again
+
+	// hs is the handshake in progress; nil once it completed. Set before
+	// the connection is registered; read and cleared under Conn.mu.
+	hs *handshake
+}
+
+// handshake is a TLS handshake in progress.
+type handshake struct {
+	start    int64         // Server.clock at accept or connect
+	ready    chan struct{} // the waiter saw the socket readable
+	abort    chan struct{} // closed when the connection ends
+	aborted  bool          // under Conn.mu
+	why      error         // why it was aborted
+	started  bool          // the goroutine runs; under Conn.mu
+	finished bool          // the goroutine is done with it; under Conn.mu
+	wantRead bool          // the goroutine waits for input: Readable; under Conn.mu
+	token    bool          // holds a worker; the goroutine's own
+	stop     func() bool   // the timeout
+}
+
+// newTLSConn makes c a TLS connection: client (a Dial) or server.
+func newTLSConn(c *Conn, config *tls.Config, client bool) *tlsConn {
+	t := &tlsConn{c: c, hs: &handshake{
+		ready: make(chan struct{}, 1), abort: make(chan struct{}),
+		wantRead: !client, // a server starts once the ClientHello arrives
+	}}
+	if client {
+		t.tc = tls.Client(t, config)
+	} else {
+		t.tc = tls.Server(t, config)
+	}
+	return t
+}
+
+// ConnectionState returns the negotiated TLS parameters (version, cipher
+// suite, ALPN protocol, server name, the peer's certificates) and true,
+// or false for a connection without TLS. It is complete from OnOpen on,
+// and readable in OnClose; in the OnClose of a failed handshake
+// (ReasonHandshake) it has what was negotiated before the failure.
+func (c *Conn) ConnectionState() (tls.ConnectionState, bool) {
+	if c.flags.Load()&flagTLS == 0 {
+		return tls.ConnectionState{}, false
+	}
+	return c.connExt.tls.tc.ConnectionState(), true
+}
+
+// DialTLS is Dial followed by a TLS handshake as a client with config
+// (its ServerName, if empty, is the address's host): the handshake runs
+// off the waiters, and ctx, Options.HandshakeTimeout, Shutdown and Close
+// cancel it as they cancel the connect. It returns once the handshake is
+// complete; OnOpen follows on the connection's waiter. A failed handshake
+// runs no handler method and leaves no fd behind.
+func (s *Server) DialTLS(ctx context.Context, network, address string, config *tls.Config, h Handler) (*Conn, error) {
+	if config == nil {
+		return nil, fmt.Errorf("%w: nil tls.Config", ErrInvalid)
+	}
+	if config.ServerName == "" && network != "unix" {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		config = config.Clone()
+		config.ServerName = host
+	}
+	s.initTLS()
+	return s.dial(ctx, network, address, h, config)
+}
+
+// armHandshakeLocked starts the timeout of c's handshake; the caller
+// holds mu.
+func (s *Server) armHandshakeLocked(c *Conn) {
+	hs := c.tls.hs
+	hs.start = s.clock()
+	if stop, err := s.p.AfterFunc(c.handle(), s.opts.HandshakeTimeout, c.handshakeTimedOut); err == nil {
+		hs.stop = stop
+	}
+}
+
+// startHandshakeLocked starts the goroutine of c's handshake; the caller
+// holds mu.
+func (s *Server) startHandshakeLocked(c *Conn) {
+	hs := c.tls.hs
+	hs.started = true
+	go s.handshake(c, hs)
+}
+
+// handshakeEvent runs on the waiter for an event of a connection in its
+// handshake: it flushes the handshake's output and reports input to the
+// handshake's goroutine, starting it on the first.
+func (s *Server) handshakeEvent(c *Conn, e poller.Event) {
+	if e.Events&poller.Writable != 0 {
+		s.flush(c)
+	}
+	if e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hs := c.tls.hs
+	if hs == nil || c.state >= stEnding {
+		return
+	}
+	hs.wantRead = false
+	c.updateLocked() // no Readable until the goroutine finds the socket empty
+	if !hs.started {
+		s.startHandshakeLocked(c)
+		return
+	}
+	select {
+	case hs.ready <- struct{}{}:
+	default:
+	}
+}
+
+// handshake runs c's TLS handshake, then switches the connection to the
+// record phase, where OnOpen runs on its waiter; or ends it.
+func (s *Server) handshake(c *Conn, hs *handshake) {
+	t := c.tls
+	err := s.work(hs)
+	if err == nil {
+		err = t.tc.Handshake()
+	}
+	s.idle(hs)
+	s.tls.inProgress.Add(-1)
+	c.mu.Lock()
+	hs.finished = true
+	if hs.stop != nil {
+		hs.stop()
+	}
+	opened := false
+	switch {
+	case hs.aborted:
+		// Ended by its timeout, Shutdown, Close or a cancelled Dial:
+		// counted there.
+	case err != nil:
+		s.tls.failed[failCause(err)].Add(1)
+		err = fmt.Errorf("conn: TLS handshake: %w", err)
+		if c.connExt.dial != nil {
+			c.cancelDialLocked(err)
+			break
+		}
+		c.setReasonLocked(ReasonHandshake, err)
+		c.endLocked() // an alert crypto/tls sent is on its way
+	default:
+		s.tls.done.Add(1)
+		s.tls.latency.add(time.Duration(s.clock() - hs.start))
+		t.hs = nil
+		t.pending = true // the handshake's last read may have taken application data
+		c.flags.And(^uint32(flagHandshake | flagDialing))
+		c.updateLocked() // Readable, and Writable for a first event: OnOpen, then what is pending
+		if c.connExt.dial != nil {
+			c.dial <- nil
+			c.dial = nil
+		}
+		opened = true
+	}
+	c.mu.Unlock()
+	if opened {
+		c.startDeadlines()
+	}
+}
+
+// abortHandshakeLocked ends c's handshake, if it is in one: its goroutine
+// stops waiting and fails. The caller holds mu.
+func (c *Conn) abortHandshakeLocked(why error) {
+	if c.flags.Load()&flagHandshake == 0 {
+		return
+	}
+	hs := c.tls.hs
+	if hs == nil || hs.aborted || hs.finished {
+		return
+	}
+	hs.aborted, hs.why = true, why
+	close(hs.abort)
+	if why != ErrHandshakeTimeout {
+		c.s.tls.failed[causeCancelled].Add(1)
+	}
+	if !hs.started {
+		c.s.tls.inProgress.Add(-1) // else the goroutine counts itself out
+	}
+}
+
+// handshakeTimedOut runs on the waiter when a handshake has taken
+// Options.HandshakeTimeout: the connection is reset.
+func (c *Conn) handshakeTimedOut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flags.Load()&flagHandshake == 0 || c.state >= stEnding {
+		return
+	}
+	c.s.tls.timedOut.Add(1)
+	c.abortHandshakeLocked(ErrHandshakeTimeout)
+	if c.connExt.dial != nil {
+		c.cancelDialLocked(ErrHandshakeTimeout)
+		return
+	}
+	c.setReasonLocked(ReasonHandshake, ErrHandshakeTimeout)
+	c.resetLocked()
+}
+
+// work takes a handshake worker, unless hs holds one; it waits until one
+// is free or the handshake is aborted.
+func (s *Server) work(hs *handshake) error {
+	if hs.token {
+		return nil
+	}
+	select {
+	case s.tls.workers <- struct{}{}:
+		hs.token = true
+		return nil
+	case <-hs.abort:
+		return hs.why
+	}
+}
+
+// idle gives back hs's worker, if it holds one.
+func (s *Server) idle(hs *handshake) {
+	if hs.token {
+		hs.token = false
+		<-s.tls.workers
+	}
+}
+
+// failCause classifies a handshake's error.
+func failCause(err error) int {
+	var rh tls.RecordHeaderError
+	var op *net.OpError
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return causeEOF
+	case isReset(err):
+		return causeReset
+	case errors.As(err, &rh):
+		return causeNotTLS
+	case errors.As(err, &op) && op.Op == "remote error":
+		return causeRemoteAlert
+	case errors.As(err, &cv), errors.As(err, &ua):
+		return causeCertificate
+	}
+	return causeTLS
+}
+
+// Read is the transport's: in the handshake it reads the socket, waiting
+// for the waiter's report while it is empty; in the record phase (the
+// caller holds Conn.mu) it hands over the ciphertext the waiter read.
+func (t *tlsConn) Read(p []byte) (int, error) {
+	if t.hs != nil {
+		return t.handshakeRead(p)
+	}
+	if len(t.in) == 0 {
+		if t.sockErr != nil {
+			return 0, t.sockErr
+		}
+		return 0, errWouldBlock
+	}
+	n := copy(p, t.in)
+	t.in = t.in[n:]
+	if len(t.in) == 0 {
+		t.in, t.ownIn = nil, false
+	}
+	return n, nil
+}
+
+// handshakeRead reads the socket for the handshake's goroutine. While it
+// is empty the goroutine gives back its worker, asks for Readable and
+// waits for the waiter to see it (or for the end of the connection).
+func (t *tlsConn) handshakeRead(p []byte) (int, error) {
+	c, hs := t.c, t.hs
+	for {
+		c.mu.Lock()
+		if hs.aborted {
+			c.mu.Unlock()
+			return 0, hs.why
+		}
+		if c.state >= stEnding {
+			c.mu.Unlock()
+			return 0, closedError{"is closed"}
+		}
+		n, err := read(c.fd, p)
+		if n > 0 {
+			c.bytesIn.Add(uint64(n))
+			c.mu.Unlock()
+			if err := c.s.work(hs); err != nil {
+				return 0, err
+			}
+			return n, nil
+		}
+		if err == nil {
+			c.mu.Unlock()
+			return 0, io.EOF
+		}
+		if !isAgain(err) {
+			c.mu.Unlock()
+			return 0, err
+		}
+		hs.wantRead = true
+		c.updateLocked()
+		c.mu.Unlock()
+		c.s.idle(hs)
+		select {
+		case <-hs.ready:
+		case <-hs.abort:
+		}
+	}
+}
+
+// Write is the transport's: records go to the connection's queue, in the
+// order crypto/tls writes them. In the record phase the caller holds
+// Conn.mu; the handshake's goroutine takes it here.
+func (t *tlsConn) Write(p []byte) (int, error) {
+	c := t.c
+	if t.hs != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.state >= stEnding {
+			return 0, closedError{"is closed"}
+		}
+	}
+	if t.cork != nil {
+		*t.cork = append(*t.cork, p...)
+		return len(p), nil
+	}
+	return c.sendLocked(p, nil, len(p))
+}
+
+// Close is the transport's; crypto/tls calls it only from methods conn
+// does not use (tls.Conn.Close, a cancelled HandshakeContext).
+func (t *tlsConn) Close() error { return nil }
+
+// LocalAddr is the transport's.
+func (t *tlsConn) LocalAddr() net.Addr { return sockName(t.c.fd) }
+
+// RemoteAddr is the transport's.
+func (t *tlsConn) RemoteAddr() net.Addr { return peerName(t.c.fd) }
+
+// SetDeadline and the like are the transport's: crypto/tls sets a write
+// deadline around close_notify, which never blocks here.
+func (t *tlsConn) SetDeadline(time.Time) error      { return nil }
+func (t *tlsConn) SetReadDeadline(time.Time) error  { return nil }
+func (t *tlsConn) SetWriteDeadline(time.Time) error { return nil }
+
+// errWouldBlock is the record phase transport's error once the ciphertext
+// read is all taken: temporary, so crypto/tls does not keep it.
+var errWouldBlock error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "conn: no more ciphertext buffered" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }
+
+// tlsWriteLocked encrypts b (or bufs) and queues its records as one
+// write. The caller holds mu and has checked that the connection takes
+// writes.
+func (c *Conn) tlsWriteLocked(b []byte, bufs [][]byte, total int) (int, error) {
+	t := c.tls
+	if t.hs != nil {
+		return 0, closedError{"is in its TLS handshake"}
+	}
+	scratch := getBuf()
+	defer putBuf(scratch)
+	if bufs != nil && total <= maxCoalesce {
+		// Small pieces make one record, not one each.
+		plain := getBuf()
+		defer putBuf(plain)
+		*plain = appendAll((*plain)[:0], nil, bufs)
+		b, bufs = *plain, nil
+	}
+	t.cork = scratch
+	var err error
+	if bufs == nil {
+		_, err = t.tc.Write(b)
+	} else {
+		for _, x := range bufs {
+			if _, err = t.tc.Write(x); err != nil {
+				break
+			}
+		}
+	}
+	t.cork = nil
+	if len(*scratch) > 0 {
+		if _, serr := c.sendLocked(*scratch, nil, len(*scratch)); serr != nil {
+			return 0, serr
+		}
+	}
+	if err != nil {
+		c.setReasonLocked(ReasonError, err)
+		c.endLocked()
+		return 0, err
+	}
+	return total, nil
+}
+
+// maxCoalesce is the most a Writev copies into one record.
+const maxCoalesce = 16 << 10
+
+// bufPool holds the scratch buffers of TLS writes.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getBuf() *[]byte { b := bufPool.Get().(*[]byte); *b = (*b)[:0]; return b }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 256<<10 { // a huge one is not kept for small writes
+		bufPool.Put(b)
+	}
+}
+
+// closeNotifyLocked sends close_notify ahead of the FIN, once the
+// handshake is complete. The caller holds mu.
+func (c *Conn) closeNotifyLocked() {
+	if c.flags.Load()&flagTLS == 0 || c.tls.hs != nil {
+		return
+	}
+	c.tls.tc.CloseWrite() // an error here is the socket's: the close reports it
+}
+
+// readTLS is read for a TLS connection in the record phase, on its
+// waiter: it reads ciphertext as read does, then decrypts and delivers it.
+func (s *Server) readTLS(c *Conn, e poller.Event) {
+	f := c.flags.Load()
+	if f&flagEnding != 0 {
+		return
+	}
+	hup := e.Events&(poller.HangUp|poller.Error) != 0
+	sock := e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 &&
+		(f&flagReadable != 0 || hup) && f&flagFinishing == 0
+	t := c.tls
+	c.mu.Lock()
+	if c.state >= stEnding {
+		c.mu.Unlock()
+		return
+	}
+	if sock && t.sockErr == nil {
+		buf := s.bufs[e.Waiter]
+		for {
+			n, err := read(c.fd, buf)
+			if n > 0 {
+				c.bytesIn.Add(uint64(n))
+				if len(t.in) == 0 && !hup {
+					t.in, t.ownIn = buf[:n], false
+				} else {
+					t.in, t.ownIn = append(t.own(), buf[:n]...), true
+				}
+			}
+			switch {
+			case n > 0 && hup:
+				continue // the final event: read all that arrived
+			case n > 0:
+			case err == nil:
+				t.sockErr = io.EOF
+			case isAgain(err):
+			default:
+				t.sockErr = err
+			}
+			break
+		}
+		if f&flagDeadlines != 0 {
+			c.mu.Unlock()
+			c.readProgress()
+			c.mu.Lock()
+		}
+	}
+	if c.state == stClosing {
+		// Draining the peer after our close_notify and FIN: input is
+		// dropped, and its FIN ends the connection.
+		eof := t.sockErr != nil
+		t.in, t.ownIn = nil, false
+		if eof {
+			c.eof = true
+			c.endLocked()
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	s.decrypt(c, e.Waiter)
+}
+
+// own returns t.in as the connection's own storage, copying it out of a
+// waiter's buffer. The caller holds mu.
+func (t *tlsConn) own() []byte {
+	if t.ownIn || len(t.in) == 0 {
+		return t.in
+	}
+	return append(make([]byte, 0, len(t.in)), t.in...)
+}
+
+// decrypt runs tls.Conn.Read over the ciphertext read, and delivers the
+// plaintext to OnData in chunks of up to the waiter's plaintext buffer,
+// while the connection is open, reading and not above HighWater. What it
+// leaves stays in the tls.Conn and in t.in (pending), and the connection
+// is decrypted again when it can go on (resume, or the Writable event
+// updateLocked asks for).
+func (s *Server) decrypt(c *Conn, waiter int) {
+	t := c.tls
+	plain := s.tls.plain[waiter]
+	filled := 0
+	var end error
+	c.mu.Lock()
+	for {
+		if c.state != stOpen || c.paused || c.flags.Load()&flagHigh != 0 {
+			t.pending = true
+			break
+		}
+		n, err := t.tc.Read(plain[filled:])
+		filled += n
+		if err == nil && filled < len(plain) {
+			continue
+		}
+		if filled > 0 {
+			c.mu.Unlock()
+			s.deliver(c, plain[:filled])
+			filled = 0
+			c.mu.Lock()
+		}
+		if err == nil {
+			continue
+		}
+		t.pending = false
+		if err != errWouldBlock {
+			end = err
+		}
+		break
+	}
+	if len(t.in) > 0 && !t.ownIn {
+		t.in, t.ownIn = t.own(), true // the waiter's buffer is reused
+	}
+	c.updateLocked()
+	c.mu.Unlock()
+	switch {
+	case end == nil:
+	case errors.Is(end, io.EOF): // close_notify, or the socket's FIN at a record's end
+		s.peerClosed(c)
+	default:
+		s.readErrs.Add(1)
+		c.mu.Lock()
+		c.failLocked(end)
+		c.mu.Unlock()
+	}
+}
+
+// pendingLocked reports whether a TLS connection has decrypted input it
+// could deliver now: updateLocked then asks for a Writable event to run
+// decrypt.
+func (c *Conn) tlsPendingLocked() bool {
+	return c.flags.Load()&(flagTLS|flagHandshake|flagHigh) == flagTLS &&
+		c.state == stOpen && !c.paused && c.tls.pending
+}
+
+// latencyRing keeps the last 1,024 latencies for their quantiles.
+type latencyRing struct {
+	mu sync.Mutex
+	xs [1024]time.Duration
+	n  int
+}
+
+func (r *latencyRing) add(d time.Duration) {
+	r.mu.Lock()
+	r.xs[r.n%len(r.xs)] = d
+	r.n++
+	r.mu.Unlock()
+}
+
+// quantiles returns the p50 and p99 of what the ring holds.
+func (r *latencyRing) quantiles() (p50, p99 time.Duration) {
+	r.mu.Lock()
+	xs := append([]time.Duration(nil), r.xs[:min(r.n, len(r.xs))]...)
+	r.mu.Unlock()
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+	at := func(q float64) time.Duration { return xs[min(int(q*float64(len(xs))), len(xs)-1)] }
+	return at(0.50), at(0.99)
+}
+
+// tlsStats returns the server's TLS counters.
+func (s *Server) tlsStats() TLSStats {
+	st := TLSStats{
+		Handshakes: s.tls.done.Load(),
+		Failed:     map[string]uint64{},
+		TimedOut:   s.tls.timedOut.Load(),
+		Refused:    s.tls.refused.Load(),
+		InProgress: s.tls.inProgress.Load(),
+	}
+	for i := range numCauses {
+		if n := s.tls.failed[i].Load(); n > 0 {
+			st.Failed[causeNames[i]] = n
+		}
+	}
+	st.P50, st.P99 = s.tls.latency.quantiles()
+	return st
+}
