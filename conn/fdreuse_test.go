@@ -3,10 +3,12 @@
 package conn
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -62,8 +64,12 @@ import (
 //
 // A and B are TCP on one lane and Unix sockets on the other.
 
-var fdrCycles = flag.Int("conn.fdreuse.cycles", 10000,
-	"TestConnFDReuse: connection fd-number reuse cycles")
+var (
+	fdrCycles = flag.Int("conn.fdreuse.cycles", 10000,
+		"TestConnFDReuse: connection fd-number reuse cycles")
+	fdrTLSCycles = flag.Int("conn.fdreuse.tlscycles", 1000,
+		"TestConnFDReuse/TLS: reuse cycles over TLS, each with a handshake")
+)
 
 const (
 	fdrRecLen     = 16 // connection id, sequence number: 8 bytes each
@@ -73,13 +79,22 @@ const (
 	fdrTimeout    = 10 * time.Second
 )
 
+// Over TLS (the subtest TLS) A is a TLS connection and its peer a
+// crypto/tls client on the raw socket: the writers' records are
+// encrypted, close_notify precedes the FIN, and any byte at B's peer, even
+// one of ciphertext, is a violation.
 func TestConnFDReuse(t *testing.T) {
+	t.Run("Plain", func(t *testing.T) { testConnFDReuse(t, *fdrCycles, false) })
+	t.Run("TLS", func(t *testing.T) { testConnFDReuse(t, *fdrTLSCycles, true) })
+}
+
+func testConnFDReuse(t *testing.T, cycles int, secure bool) {
 	start := time.Now()
-	res := runConnFDReuse(t, *fdrCycles, fdrLanes, false, 0)
+	res := runConnFDReuse(t, cycles, fdrLanes, false, 0, secure)
 	res.summary(t, time.Since(start))
 	res.fail(t)
-	if n := res.cycles.Load(); n != int64(*fdrCycles) {
-		t.Errorf("%d cycles done, want %d", n, *fdrCycles)
+	if n := res.cycles.Load(); n != int64(cycles) {
+		t.Errorf("%d cycles done, want %d", n, cycles)
 	}
 	if f := res.forced.Load(); f < res.cycles.Load()*3/4 {
 		t.Errorf("B was forced onto A's number in only %d of %d cycles", f, res.cycles.Load())
@@ -148,6 +163,7 @@ func (r *fdrResult) fail(t testing.TB) {
 // fdrConn by its peer's address; input is discarded.
 type fdrHandler struct {
 	res     *fdrResult
+	cc      *tls.Config // A's peers' TLS config; nil: plaintext
 	mu      sync.Mutex
 	pending map[string]*fdrConn
 }
@@ -195,16 +211,20 @@ func (h *fdrHandler) OnClose(c *Conn, reason Reason, _ error) {
 // runConnFDReuse runs cycles reuse cycles on lanes concurrent lanes. With
 // stopEarly (mutation tests) it ends at the first violation, and with a
 // budget after that time.
-func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time.Duration) *fdrResult {
+func runConnFDReuse(t *testing.T, cycles, lanes int, stopEarly bool, budget time.Duration, secure bool) *fdrResult {
 	t.Helper()
 	res := &fdrResult{}
 	fdsBefore := testkit.FDs(t)
 	h := &fdrHandler{res: res, pending: map[string]*fdrConn{}}
-	s, err := NewServer(h, Options{
+	opts := Options{
 		SendBuffer:   4096, // most writes partial: A has output queued when it closes
 		MaxQueued:    16 << 10,
 		FlushTimeout: 2 * time.Second,
-	})
+	}
+	if secure {
+		opts.TLS, h.cc = testkit.TLSConfigs(t)
+	}
+	s, err := NewServer(h, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +302,18 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 		res.errs.Add("connect A: %v", err)
 		return false
 	}
+	var peerA io.Reader = fdStream(cli)
+	var tc *tls.Conn
+	if h.cc != nil {
+		tc = tls.Client(fdStream(cli), h.cc)
+		if err := tc.Handshake(); err != nil {
+			gate.Unlock()
+			res.errs.Add("connection %d: TLS handshake: %v", a.id, err)
+			unix.Close(cli)
+			return false
+		}
+		peerA = tc
+	}
 	select {
 	case <-a.opened:
 	case <-time.After(fdrTimeout):
@@ -305,7 +337,7 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 	rst := tcp && rng.IntN(2) == 0
 	go func() {
 		defer close(readerDone)
-		fdrReadA(res, a, cli)
+		fdrReadA(res, a, peerA)
 		if rst {
 			testkit.CloseRST(cli)
 		} else {
@@ -389,6 +421,9 @@ func fdrCycle(res *fdrResult, h *fdrHandler, a *fdrConn, addr net.Addr, tcp bool
 		}
 	default:
 		res.peerFINs.Add(1)
+		if tc != nil {
+			tc.CloseWrite() // close_notify
+		}
 		unix.Shutdown(cli, unix.SHUT_WR) // the reader still owns cli
 	}
 	giveUp := time.Now().Add(fdrTimeout)
@@ -510,14 +545,11 @@ func fdrCheckB(res *fdrResult, a *fdrConn, peer int, bst unix.Stat_t, tcp bool) 
 }
 
 // fdrReadA reads A's stream to its end and checks every record is A's.
-func fdrReadA(res *fdrResult, a *fdrConn, cli int) {
+func fdrReadA(res *fdrResult, a *fdrConn, r io.Reader) {
 	buf := make([]byte, 32<<10)
 	have := 0 // bytes of a partial record at the start of buf
 	for {
-		n, err := unix.Read(cli, buf[have:])
-		if err == unix.EINTR {
-			continue
-		}
+		n, _ := r.Read(buf[have:])
 		if n <= 0 {
 			return // EOF or a reset: the connection ended
 		}
@@ -624,3 +656,44 @@ func fdrJitter(rng *rand.Rand) {
 
 // fdrLog counts reports and keeps the first few.
 type fdrLog = testkit.Log
+
+// fdStream is a blocking socket as a net.Conn, to read A's stream
+// directly or to run crypto/tls's client on, while the test keeps the
+// number for its raw system calls (shutdown, SO_LINGER, close).
+type fdStream int
+
+func (f fdStream) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (f fdStream) Write(p []byte) (int, error) {
+	for done := 0; done < len(p); {
+		n, err := unix.Write(int(f), p[done:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return len(p), nil
+}
+
+func (fdStream) Close() error                     { return nil } // the test closes the number itself
+func (fdStream) LocalAddr() net.Addr              { return nil }
+func (fdStream) RemoteAddr() net.Addr             { return nil }
+func (fdStream) SetDeadline(time.Time) error      { return nil }
+func (fdStream) SetReadDeadline(time.Time) error  { return nil }
+func (fdStream) SetWriteDeadline(time.Time) error { return nil }

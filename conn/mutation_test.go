@@ -31,7 +31,10 @@ import (
 var connMutationBudget = flag.Duration("conn.mutation.budget", 10*time.Second,
 	"TestConnMutationFDReuse: longest run allowed to catch one mutant")
 
-const connMutationChildEnv = "GRACEPOLL_CONN_MUTATION_CHILD"
+const (
+	connMutationChildEnv = "GRACEPOLL_CONN_MUTATION_CHILD"
+	connMutationTLSEnv   = "GRACEPOLL_CONN_MUTATION_TLS" // the child's connections are TLS
+)
 
 var connMutants = []struct {
 	name string
@@ -56,39 +59,48 @@ func TestConnMutationFDReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mu := range connMutants {
-		t.Run(mu.name, func(t *testing.T) {
-			budget := *connMutationBudget
-			if mu.m == mutNone {
-				budget = min(budget, 3*time.Second) // the control runs its whole budget
+		for _, secure := range []bool{false, true} {
+			name := mu.name
+			if secure {
+				name += "/TLS"
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), budget+time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, exe, "-test.run=^TestConnMutationChild$", "-test.v", "-test.count=1",
-				"-test.timeout="+(budget+50*time.Second).String(),
-				"-conn.mutation.budget="+budget.String())
-			cmd.Env = append(os.Environ(), connMutationChildEnv+"="+mu.name)
-			out, _ := cmd.CombinedOutput() // a mutant's child may fail its own checks too
-			text := string(out)
-			m := connChildResult.FindStringSubmatch(text)
-			if m == nil {
-				t.Fatalf("child for %s ended without a result:\n%s", mu.name, connTail(text, 40))
-			}
-			n, _ := strconv.Atoi(m[1])
-			var first string
-			if i := strings.Index(text, "CONN-MUTATION-FIRST: "); i >= 0 {
-				first, _, _ = strings.Cut(text[i+len("CONN-MUTATION-FIRST: "):], "\n")
-			}
-			switch {
-			case mu.m == mutNone && n == 0:
-				t.Logf("control: no violation in %s cycles (%s)", m[2], m[3])
-			case mu.m == mutNone:
-				t.Errorf("control (no mutant) failed the fd-reuse test with %d violations in %s cycles; the first: %s", n, m[2], first)
-			case n > 0:
-				t.Logf("mutant %s caught after %s cycles in %s with %d violations; the first: %s", mu.name, m[2], m[3], n, first)
-			default:
-				t.Errorf("mutant %s (%s) survived the fd-reuse test for %s cycles in %s", mu.name, mu.why, m[2], m[3])
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				budget := *connMutationBudget
+				if mu.m == mutNone {
+					budget = min(budget, 3*time.Second) // the control runs its whole budget
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), budget+time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, exe, "-test.run=^TestConnMutationChild$", "-test.v", "-test.count=1",
+					"-test.timeout="+(budget+50*time.Second).String(),
+					"-conn.mutation.budget="+budget.String())
+				cmd.Env = append(os.Environ(), connMutationChildEnv+"="+mu.name)
+				if secure {
+					cmd.Env = append(cmd.Env, connMutationTLSEnv+"=1")
+				}
+				out, _ := cmd.CombinedOutput() // a mutant's child may fail its own checks too
+				text := string(out)
+				m := connChildResult.FindStringSubmatch(text)
+				if m == nil {
+					t.Fatalf("child for %s ended without a result:\n%s", mu.name, connTail(text, 40))
+				}
+				n, _ := strconv.Atoi(m[1])
+				var first string
+				if i := strings.Index(text, "CONN-MUTATION-FIRST: "); i >= 0 {
+					first, _, _ = strings.Cut(text[i+len("CONN-MUTATION-FIRST: "):], "\n")
+				}
+				switch {
+				case mu.m == mutNone && n == 0:
+					t.Logf("control: no violation in %s cycles (%s)", m[2], m[3])
+				case mu.m == mutNone:
+					t.Errorf("control (no mutant) failed the fd-reuse test with %d violations in %s cycles; the first: %s", n, m[2], first)
+				case n > 0:
+					t.Logf("mutant %s caught after %s cycles in %s with %d violations; the first: %s", mu.name, m[2], m[3], n, first)
+				default:
+					t.Errorf("mutant %s (%s) survived the fd-reuse test for %s cycles in %s", mu.name, mu.why, m[2], m[3])
+				}
+			})
+		}
 	}
 }
 
@@ -117,7 +129,7 @@ func TestConnMutationChild(t *testing.T) {
 	mutation = m // before the server starts: its goroutines see it
 	defer func() { mutation = mutNone }()
 	start := time.Now()
-	res := runConnFDReuse(t, 1<<30, fdrLanes, true, *connMutationBudget)
+	res := runConnFDReuse(t, 1<<30, fdrLanes, true, *connMutationBudget, os.Getenv(connMutationTLSEnv) != "")
 	res.summary(t, time.Since(start))
 	fmt.Printf("CONN-MUTATION-RESULT violations=%d cycles=%d took=%v\n", res.viol.Count(), res.cycles.Load(), time.Since(start).Round(time.Millisecond))
 	if res.viol.Count() > 0 {

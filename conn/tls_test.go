@@ -5,66 +5,21 @@ package conn_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
 
-// testCert is a self-signed ECDSA P-256 certificate for localhost and
-// 127.0.0.1, made once per test binary.
-var testCert = sync.OnceValues(func() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "localhost"},
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
-})
-
-// tlsConfigs returns a server config with the test certificate and a
+// tlsConfigs returns a server config with a self-signed certificate and a
 // client config that trusts it.
-func tlsConfigs(t testing.TB) (server, client *tls.Config) {
-	t.Helper()
-	cert, err := testCert()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert.Leaf)
-	return &tls.Config{Certificates: []tls.Certificate{cert}},
-		&tls.Config{RootCAs: pool, ServerName: "localhost"}
-}
+func tlsConfigs(t testing.TB) (server, client *tls.Config) { return testkit.TLSConfigs(t) }
 
 // newTLSServer is newServer with TLS on every accepted connection; it
 // returns the client config too.
