@@ -3,6 +3,7 @@ package conn
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -51,15 +52,12 @@ func (s *Server) dial(ctx context.Context, network, address string, h Handler, c
 		events, result = poller.Readable, nil
 	}
 	secure := config != nil
-	if secure {
-		s.tls.inProgress.Add(1)
-	}
 	c, err := s.register(fd, h, events, result, config, secure && !pending)
 	if err != nil {
-		if secure {
-			s.tls.inProgress.Add(-1)
-		}
 		closeFD(fd)
+		if errors.Is(err, poller.ErrClosed) {
+			return nil, closedError{"server is closed"}
+		}
 		return nil, err
 	}
 	switch {

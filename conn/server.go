@@ -208,8 +208,7 @@ func (s *Server) add(fd int) {
 		return
 	}
 	secure := s.opts.TLS != nil
-	if secure && s.tls.inProgress.Add(1) > int64(s.opts.MaxHandshakes) {
-		s.tls.inProgress.Add(-1)
+	if secure && !s.tls.admit(s.opts.MaxHandshakes) {
 		s.tls.refused.Add(1)
 		setLingerZero(fd)
 		closeFD(fd)
@@ -227,7 +226,9 @@ func (s *Server) add(fd int) {
 	s.accepted.Add(1)
 	if secure {
 		c.mu.Lock()
-		s.armHandshakeLocked(c)
+		if c.state == stOpen {
+			s.armHandshakeLocked(c)
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -258,6 +259,7 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 		c.flags.Or(flagTLS)
 		if handshake {
 			c.flags.Or(flagHandshake)
+			c.tls.hs.counted = dial == nil // accepted: counted against MaxHandshakes already
 		}
 	}
 	if dial != nil {

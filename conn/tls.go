@@ -107,6 +107,19 @@ func (s *Server) initTLS() {
 	})
 }
 
+// admit counts one more handshake in progress, unless max are.
+func (t *tlsServer) admit(max int) bool {
+	for {
+		n := t.inProgress.Load()
+		if n >= int64(max) {
+			return false
+		}
+		if t.inProgress.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // tlsConn is a TLS connection's crypto/tls state and its transport: the
 // net.Conn the tls.Conn reads and writes.
 type tlsConn struct {
@@ -135,6 +148,7 @@ type handshake struct {
 	started  bool          // the goroutine runs; under Conn.mu
 	finished bool          // the goroutine is done with it; under Conn.mu
 	wantRead bool          // the goroutine waits for input: Readable; under Conn.mu
+	counted  bool          // in tlsServer.inProgress; under Conn.mu
 	token    bool          // holds a worker; the goroutine's own
 	stop     func() bool   // the timeout
 }
@@ -187,10 +201,15 @@ func (s *Server) DialTLS(ctx context.Context, network, address string, config *t
 	return s.dial(ctx, network, address, h, config)
 }
 
-// armHandshakeLocked starts the timeout of c's handshake; the caller
-// holds mu.
+// armHandshakeLocked begins c's handshake: it is counted in progress
+// (an accepted connection was, before it was registered, against
+// MaxHandshakes) and its timeout starts. The caller holds mu.
 func (s *Server) armHandshakeLocked(c *Conn) {
 	hs := c.tls.hs
+	if !hs.counted {
+		hs.counted = true
+		s.tls.inProgress.Add(1)
+	}
 	hs.start = s.clock()
 	if stop, err := s.p.AfterFunc(c.handle(), s.opts.HandshakeTimeout, c.handshakeTimedOut); err == nil {
 		hs.stop = stop
@@ -284,7 +303,7 @@ func (s *Server) handshake(c *Conn, hs *handshake) {
 // abortHandshakeLocked ends c's handshake, if it is in one: its goroutine
 // stops waiting and fails. The caller holds mu.
 func (c *Conn) abortHandshakeLocked(why error) {
-	if c.flags.Load()&flagHandshake == 0 {
+	if c.flags.Load()&flagTLS == 0 {
 		return
 	}
 	hs := c.tls.hs
@@ -293,6 +312,9 @@ func (c *Conn) abortHandshakeLocked(why error) {
 	}
 	hs.aborted, hs.why = true, why
 	close(hs.abort)
+	if !hs.counted {
+		return // a dial still connecting
+	}
 	if why != ErrHandshakeTimeout {
 		c.s.tls.failed[causeCancelled].Add(1)
 	}
@@ -620,6 +642,12 @@ func (s *Server) decrypt(c *Conn, waiter int) {
 	filled := 0
 	var end error
 	c.mu.Lock()
+	if c.eof || len(t.in) == 0 && t.sockErr == nil && !t.pending {
+		// Nothing new: a partial record waits for more, and crypto/tls
+		// would only repeat an end already reported.
+		c.mu.Unlock()
+		return
+	}
 	for {
 		if c.state != stOpen || c.paused || c.flags.Load()&flagHigh != 0 {
 			t.pending = true
