@@ -31,6 +31,7 @@
 //     reply to all of it.
 //   - Out of file descriptors, the server keeps serving its connections,
 //     pauses accepting and resumes by itself; it burns no CPU meanwhile.
+//   - All of this holds over TLS too (see TLS below).
 //   - Lifetimes are bounded: idle, read and write deadlines fire on the
 //     connection's own waiter and never after OnClose (deadline.go); Dial
 //     never blocks a waiter and is cancelled by its context, Shutdown and
@@ -82,6 +83,35 @@
 // counted as drained. When Shutdown's context ends, a connection that still
 // has work (unanswered requests, unsent output) is reset and counted as
 // forced.
+//
+// # TLS
+//
+// With Options.TLS every accepted connection is a TLS server connection,
+// and DialTLS dials a TLS client; the TLS is Go's crypto/tls, unmodified,
+// so its security fixes and new key exchanges come with each Go release,
+// and SNI (GetCertificate, GetConfigForClient), ALPN, client certificates,
+// session resumption and the default post-quantum key exchange work as
+// crypto/tls does them. The Handler is unchanged: OnData reads plaintext
+// with Peek, Next and Discard, and Write takes plaintext, from any
+// goroutine. Every guarantee above holds over TLS: no write reaches a
+// reused fd, output (ciphertext) is bounded by the same limits and flow
+// control, deadlines and Shutdown behave as in plaintext, and Close sends
+// close_notify before the FIN (Abort does not). The peer's close_notify is
+// its FIN.
+//
+// OnOpen runs after the handshake, and Conn.ConnectionState has the
+// negotiated version, cipher suite, ALPN protocol, server name and the
+// peer's certificates from then on, OnClose included. An accepted
+// connection whose handshake fails (not TLS, a refused certificate,
+// Options.HandshakeTimeout, the server closing) runs OnClose alone, with
+// ReasonHandshake and the error. A connection costs a goroutine only while
+// it handshakes: the handshake runs off the waiters, started by its first
+// bytes; at most Options.HandshakeWorkers compute at once (one waiting for
+// its peer holds none), and at most Options.MaxHandshakes connections are
+// in a handshake (one accepted beyond it is reset at once). After the
+// handshake the records are read, decrypted and written on the
+// connection's waiter. ServerStats.TLS counts handshakes completed,
+// failed by cause, timed out and refused, with their latency.
 //
 // Every method of Conn may be called from any goroutine, any number of
 // times, except Peek, Next, Discard and Buffered, which read the inbound

@@ -702,6 +702,7 @@ func (c *Conn) addr(f func(int) net.Addr) net.Addr {
 }
 
 // Stats are one connection's counters.
+// Byte counts are the socket's: ciphertext, on a TLS connection.
 type Stats struct {
 	BytesIn  uint64        `json:"bytes_in"`
 	BytesOut uint64        `json:"bytes_out"` // taken by the socket

@@ -685,7 +685,9 @@ func (s *Server) Close() error {
 		if c.state < stEnding {
 			c.setReasonLocked(ReasonShutdown, nil)
 			setLingerZero(c.fd)
-			s.closeForced.Add(1)
+			if c.flags.Load()&flagHandshake == 0 { // one in its handshake was never the handler's
+				s.closeForced.Add(1)
+			}
 		}
 		c.mu.Unlock()
 	}
