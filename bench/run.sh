@@ -19,17 +19,24 @@
 #   - BenchmarkIdleMemory: RSS and Go heap per idle connection at 1,000 and
 #     10,000 connections (10,000 skipped, saying so, if RLIMIT_NOFILE is
 #     too small).
+#   - TLS (tls_test.go; conn with Options.TLS, net + crypto/tls, nbio with
+#     its fork of crypto/tls): BenchmarkTLSEcho (64-byte messages at 50 and
+#     500 connections, no churn), BenchmarkTLSHandshake (TLS 1.3 full with
+#     X25519, full with the default X25519MLKEM768, resumed: server CPU per
+#     handshake), BenchmarkTLSKV (redis-benchmark --tls, -c 50 -P 1) and
+#     BenchmarkTLSIdleMemory (10,000 idle TLS connections).
 #
-# The dispatch variants, echo, connection-cycle and kv benchmarks, whose
-# figures are ratios between variants, run in ROUNDS interleaved rounds and
-# the report takes medians: on a shared, noisy machine a burst of outside
-# load then hits one round of every variant rather than every round of one.
-# About 7 minutes on 2 cores.
+# The dispatch variants, echo, connection-cycle, kv and TLS benchmarks,
+# whose figures are ratios between variants, run in ROUNDS interleaved
+# rounds and the report takes medians and shows the spread: on a shared,
+# noisy machine a burst of outside load then hits one round of every
+# variant rather than every round of one. About 11 minutes on 2 cores.
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
-# echo and connection-cycle case and round), KV_N (100000 requests per
-# redis-benchmark run at -P 1, ten times as many at -P 16; fewer make a row noise), OTHER_TIME
-# (300ms), LATENCY_N (2000 deletes per latency case).
+# echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N
+# (100000 requests per redis-benchmark run at -P 1, the TLS rows included,
+# ten times as many at -P 16; fewer make a row noise), OTHER_TIME (300ms),
+# LATENCY_N (2000 deletes per latency case).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,10 +90,10 @@ run_peers() {
 for round in $(seq 1 "$ROUNDS"); do
 	echo "== round $round of $ROUNDS" >&2
 	run go test -run '^$' -bench '^BenchmarkDispatchVariants$' -benchtime="$DISPATCH_TIME" ./bench/...
-	run_peers go test -run '^$' -bench '^Benchmark(Echo|ConnCycle)$' -benchtime="$ECHO_TIME" .
-	run_peers go test -run '^$' -bench '^BenchmarkKV$' -benchtime=1x -kv.n="$KV_N" .
+	run_peers go test -run '^$' -bench '^Benchmark(Echo|ConnCycle|TLSEcho|TLSHandshake)$' -benchtime="$ECHO_TIME" .
+	run_peers go test -run '^$' -bench '^Benchmark(KV|TLSKV)$' -benchtime=1x -kv.n="$KV_N" .
 done
-run_peers go test -run '^$' -bench '^BenchmarkIdleMemory$' -benchtime=1x .
+run_peers go test -run '^$' -bench '^Benchmark(IdleMemory|TLSIdleMemory)$' -benchtime=1x .
 run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
 run go test -run '^$' -bench '^BenchmarkReleasePath$' -benchmem -benchtime=20000x ./bench/...
 run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...

@@ -93,10 +93,6 @@ func (s *Server) dial(ctx context.Context, network, address string, h Handler, c
 	}
 }
 
-// dialing reports whether c's connect is pending or failed: one atomic
-// load on every event.
-func (c *Conn) dialing() bool { return c.flags.Load()&flagDialing != 0 }
-
 // cancelDialLocked ends a pending connect with err: the registration is
 // deleted (the poller closes the socket after the grace period) and no
 // handler method runs. flagDialing stays set: an event already copied out

@@ -18,9 +18,10 @@ import (
 	"github.com/gracepoll/gracepoll/poller"
 )
 
-// serverProfileDir, if set, makes BenchmarkConnCycle run every server with
-// -cpuprofile DIR/NAME.pprof: a profile of the server process's whole life.
-var serverProfileDir = flag.String("serverprofile", "", "BenchmarkConnCycle: write each server process's CPU profile to `dir`/<server>.pprof")
+// serverProfileDir, if set, makes BenchmarkConnCycle and the TLS
+// benchmarks run every server with -cpuprofile DIR/NAME.pprof: a profile
+// of the server process's whole life.
+var serverProfileDir = flag.String("serverprofile", "", "BenchmarkConnCycle and the TLS benchmarks: write each server process's CPU profile to `dir`/<server>.pprof")
 
 // cycleWorkers is the number of client goroutines, each one connection
 // cycle at a time.

@@ -35,14 +35,25 @@ const (
 //   - server-util-% and client-util-%: each side's CPU time over the wall
 //     time; near 100 that side was the bottleneck.
 func BenchmarkEcho(b *testing.B) {
+	start := func(tb testing.TB, name string, cpu int) *child { return startServer(tb, name, cpu) }
+	echoBench(b, OfKind("echo"), echoChurn, start, func(addr string, n int) loadgen.Config {
+		return loadgen.Config{Addr: addr, Conns: n, Size: echoSize, IOTimeout: ioTimeout}
+	})
+}
+
+// echoBench runs BenchmarkEcho's measurement against servers, each started
+// by start on the server CPU, with the load generator config returns for
+// a server's address and n connections (echoConns), reopening churn of
+// the connections per second.
+func echoBench(b *testing.B, servers []Named, churn float64, start func(tb testing.TB, name string, cpu int) *child, config func(addr string, n int) loadgen.Config) {
 	serverCPU, ok := pinClient(b, 1)
 	if !ok {
 		return
 	}
 	for _, n := range echoConns {
-		for _, s := range OfKind("echo") {
-			srv := startServer(b, s.Name, serverCPU)
-			g, err := loadgen.New(loadgen.Config{Addr: srv.addr, Conns: n, Size: echoSize, IOTimeout: ioTimeout})
+		for _, s := range servers {
+			srv := start(b, s.Name, serverCPU)
+			g, err := loadgen.New(config(srv.addr, n))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -54,7 +65,7 @@ func BenchmarkEcho(b *testing.B) {
 				}
 				b.ResetTimer()
 				w, err := measure(srv.Pid(), b, func() error {
-					_, err := g.RunN(int64(b.N), echoChurn)
+					_, err := g.RunN(int64(b.N), churn)
 					return err
 				})
 				if err != nil {

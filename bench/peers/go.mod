@@ -7,6 +7,8 @@ replace github.com/gracepoll/gracepoll => ../..
 require (
 	github.com/cloudwego/netpoll v0.7.2
 	github.com/gracepoll/gracepoll v0.0.0-00010101000000-000000000000
+	github.com/lesismal/llib v1.2.5
+	github.com/lesismal/nbio v1.6.8
 	github.com/panjf2000/gnet/v2 v2.9.7
 	golang.org/x/sys v0.50.0
 )
@@ -19,6 +21,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
+	golang.org/x/crypto v0.22.0 // indirect
 	golang.org/x/sync v0.11.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )

@@ -3,6 +3,7 @@
 package peers
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -24,9 +25,15 @@ type KVConn struct {
 
 // NewKVConn starts examples/kv's server on 127.0.0.1, on a free port, with
 // the options the example uses.
-func NewKVConn() (*KVConn, error) {
+func NewKVConn() (*KVConn, error) { return newKVConn(nil) }
+
+// newKVConn starts examples/kv's server with the example's options and
+// tlsConfig as Options.TLS.
+func newKVConn(tlsConfig *tls.Config) (*KVConn, error) {
 	h := kvserver.New(store.New(0), 0)
-	cs, err := conn.NewServer(h, h.Options())
+	opts := h.Options()
+	opts.TLS = tlsConfig
+	cs, err := conn.NewServer(h, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -86,11 +93,16 @@ func NewKVNet() (*KVNet, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newKVNet(ln), nil
+}
+
+// newKVNet serves examples/kv's commands on ln.
+func newKVNet(ln net.Listener) *KVNet {
 	s := &KVNet{st: store.New(0)}
 	s.ln, s.conns, s.serveConn = ln, map[net.Conn]struct{}{}, s.serveKV
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 func (s *KVNet) serveKV(c net.Conn) {

@@ -76,27 +76,9 @@ func BenchmarkKV(b *testing.B) {
 						if p > 1 {
 							n *= 10
 						}
-						var rps float64
-						var total window
-						b.ResetTimer()
-						for range b.N {
-							w, err := measure(srv.Pid(), b, func() (err error) {
-								rps, err = redisBenchmark(rb, srv.addr, test, c, p, n)
-								return err
-							})
-							if err != nil {
-								b.Fatal(err)
-							}
-							if err := kvCheck(srv.addr, test == "SET"); err != nil {
-								b.Fatal(err)
-							}
-							total.serverCPU += w.serverCPU
-							total.clientCPU += w.clientCPU
-							total.wall += w.wall
-						}
-						b.ReportMetric(rps, "req/s")
-						b.ReportMetric(total.serverCPU.Seconds()*1e6/float64(b.N*n), "server-cpu-µs/req")
-						b.ReportMetric(100*total.serverCPU.Seconds()/total.wall.Seconds(), "server-util-%")
+						kvRow(b, srv, func() (float64, error) {
+							return redisBenchmark(rb, srv.addr, test, c, p, n)
+						}, n, func() error { return kvCheck(srv.addr, test == "SET") })
 					})
 				}
 			}
@@ -104,15 +86,46 @@ func BenchmarkKV(b *testing.B) {
 	}
 }
 
+// kvRow is one row of BenchmarkKV: b.N runs of run, one run of
+// redis-benchmark of n requests against srv that returns its requests
+// per second, each measured (the server's CPU time until it is quiet)
+// and followed by check. It reports req/s (the last run's),
+// server-cpu-µs/req and server-util-%.
+func kvRow(b *testing.B, srv *child, run func() (float64, error), n int, check func() error) {
+	var rps float64
+	var total window
+	b.ResetTimer()
+	for range b.N {
+		w, err := measure(srv.Pid(), b, func() (err error) {
+			rps, err = run()
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := check(); err != nil {
+			b.Fatal(err)
+		}
+		total.serverCPU += w.serverCPU
+		total.clientCPU += w.clientCPU
+		total.wall += w.wall
+	}
+	b.ReportMetric(rps, "req/s")
+	b.ReportMetric(total.serverCPU.Seconds()*1e6/float64(b.N*n), "server-cpu-µs/req")
+	b.ReportMetric(100*total.serverCPU.Seconds()/total.wall.Seconds(), "server-util-%")
+}
+
 // redisBenchmark runs redis-benchmark (path rb) -q for one test against
-// addr and returns its requests per second.
-func redisBenchmark(rb, addr, test string, clients, pipeline, n int) (float64, error) {
+// addr, with extra arguments (such as --tls) after the others, and returns
+// its requests per second.
+func redisBenchmark(rb, addr, test string, clients, pipeline, n int, extra ...string) (float64, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return 0, err
 	}
 	args := []string{"-h", host, "-p", port, "-q", "-t", strings.ToLower(test),
 		"-c", strconv.Itoa(clients), "-P", strconv.Itoa(pipeline), "-n", strconv.Itoa(n)}
+	args = append(args, extra...)
 	out, err := exec.Command(rb, args...).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -154,6 +167,11 @@ func kvCheck(addr string, setDone bool) error {
 	if err != nil {
 		return err
 	}
+	return kvCheckOn(c, setDone)
+}
+
+// kvCheckOn is kvCheck on a connection of the caller's, which it closes.
+func kvCheckOn(c net.Conn, setDone bool) error {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(ioTimeout))
 	r := bufio.NewReader(c)

@@ -35,69 +35,87 @@ func BenchmarkIdleMemory(b *testing.B) {
 	if !ok {
 		return
 	}
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		b.Fatal(err)
-	}
 	for _, n := range idleCounts {
 		for _, s := range OfKind("echo") {
 			b.Run(fmt.Sprintf("conns=%d/%s", n, s.Name), func(b *testing.B) {
-				// The Go runtime raises the soft limit to the hard one at
-				// start, in this process and in the server's.
-				if need := uint64(n + 256); lim.Cur < need || lim.Max < need {
-					b.Skipf("%d connections need about %d open files on each side; RLIMIT_NOFILE is %d (hard %d): skipped",
-						n, need, lim.Cur, lim.Max)
-				}
+				skipUnlessFiles(b, n)
 				srv := startServer(b, s.Name, serverCPU)
 				defer func() {
 					if err := srv.stop(); err != nil {
 						b.Error(err)
 					}
 				}()
-				warm, err := loadgen.OpenIdle(srv.addr, 64, 64, 8, ioTimeout)
-				if err != nil {
-					b.Fatal(err)
-				}
-				warm.Close()
-				var rss, heap float64
-				b.ResetTimer()
-				for range b.N {
-					b.StopTimer()
-					if err := quiet(srv.Pid()); err != nil {
-						b.Fatal(err)
-					}
-					mem0, err := srv.ask("mem", "mem")
-					if err != nil {
-						b.Fatal(err)
-					}
-					rss0, err := vmRSS(srv.Pid())
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
+				idleMemory(b, srv, n, func(n int) (func(), error) {
 					idle, err := loadgen.OpenIdle(srv.addr, n, 64, 8, ioTimeout)
-					b.StopTimer()
 					if err != nil {
-						b.Fatal(err)
+						return nil, err
 					}
-					if err := quiet(srv.Pid()); err != nil {
-						b.Fatal(err)
-					}
-					mem1, err := srv.ask("mem", "mem")
-					if err != nil {
-						b.Fatal(err)
-					}
-					rss1, err := vmRSS(srv.Pid())
-					if err != nil {
-						b.Fatal(err)
-					}
-					idle.Close()
-					rss += float64(rss1-rss0) / float64(n)
-					heap += (mem1["heap-inuse"] - mem0["heap-inuse"]) / float64(n)
-				}
-				b.ReportMetric(rss/float64(b.N), "rss-B/conn")
-				b.ReportMetric(heap/float64(b.N), "heap-B/conn")
+					return idle.Close, nil
+				})
 			})
 		}
 	}
+}
+
+// skipUnlessFiles skips b, saying so, unless RLIMIT_NOFILE allows n
+// connections, about n+256 open files, on each side. The Go runtime raises
+// the soft limit to the hard one at start, in this process and in the
+// server's.
+func skipUnlessFiles(b *testing.B, n int) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if need := uint64(n + 256); lim.Cur < need || lim.Max < need {
+		b.Skipf("%d connections need about %d open files on each side; RLIMIT_NOFILE is %d (hard %d): skipped",
+			n, need, lim.Cur, lim.Max)
+	}
+}
+
+// idleMemory is BenchmarkIdleMemory's measurement of server srv, for
+// connections that open(n) opens, each echoing one 64-byte message before
+// it goes idle, and closes with the function it returns: a warm-up of 64 connections, opened and closed, then per
+// b.N iteration the growth of srv's RSS and of its Go heap in use after a
+// GC over n idle connections, reported per connection as rss-B/conn and
+// heap-B/conn.
+func idleMemory(b *testing.B, srv *child, n int, open func(n int) (closeAll func(), err error)) {
+	warm, err := open(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm()
+	var rss, heap float64
+	b.ResetTimer()
+	// snapshot waits until the server is quiet and reads its Go heap in
+	// use after a GC and its RSS.
+	snapshot := func() (heap, rss float64) {
+		if err := quiet(srv.Pid()); err != nil {
+			b.Fatal(err)
+		}
+		mem, err := srv.ask("mem", "mem")
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := vmRSS(srv.Pid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return mem["heap-inuse"], float64(r)
+	}
+	for range b.N {
+		b.StopTimer()
+		heap0, rss0 := snapshot()
+		b.StartTimer()
+		idle, err := open(n)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		heap1, rss1 := snapshot()
+		idle()
+		rss += (rss1 - rss0) / float64(n)
+		heap += (heap1 - heap0) / float64(n)
+	}
+	b.ReportMetric(rss/float64(b.N), "rss-B/conn")
+	b.ReportMetric(heap/float64(b.N), "heap-B/conn")
 }

@@ -6,7 +6,13 @@
 // decide the ranking: echo servers (examples/echo's, on package conn and on
 // the raw poller; Go's net package with a goroutine per connection; gnet v2;
 // cloudwego/netpoll) and key-value servers (examples/kv's command code on
-// package conn, on net and on gnet) driven by redis-benchmark.
+// package conn, on net and on gnet) driven by redis-benchmark; and the
+// same over TLS: the conn echo and kv servers with conn.Options.TLS (Go's
+// crypto/tls itself), net with crypto/tls, and nbio with its fork of
+// crypto/tls (gnet and netpoll have no TLS), by throughput and CPU per
+// message, handshakes per second and CPU per handshake, and memory per
+// idle connection. The TLS servers serve a self-signed certificate made
+// in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
 // the generator examples/echo uses, which checks every reply. It is a
@@ -39,9 +45,14 @@ type PollerServer interface {
 // Named is one server of the comparison, by the name the benchmarks, the
 // report and cmd/serve use for it.
 type Named struct {
-	Name  string
-	Kind  string // "echo" or "kv" (the Redis protocol)
-	Start func() (Server, error)
+	Name string
+	// Kind is "echo" or "kv" (the Redis protocol), or "tls-echo" or
+	// "tls-kv", the same over TLS.
+	Kind string
+	// Start starts a plaintext server; StartTLS, set instead for the TLS
+	// kinds, starts a server that serves the certificate.
+	Start    func() (Server, error)
+	StartTLS func(Cert) (Server, error)
 }
 
 // Servers are the servers compared, each with its default or usual
@@ -50,17 +61,26 @@ var Servers = []Named{
 	// The examples/echo server on the connection layer (its default),
 	// then its raw-poller server on one shared set and on default
 	// options (per-waiter sets): the gap is what the layer costs.
-	{"gracepoll-conn", "echo", func() (Server, error) { return connecho.New(conn.Options{}) }},
-	{"gracepoll-shared", "echo", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Shared}, 0) }},
-	{"gracepoll-per-waiter", "echo", func() (Server, error) { return echoserver.New(poller.Options{}, 0) }},
-	{"net", "echo", func() (Server, error) { return NewNetEcho() }},
-	{"gnet", "echo", func() (Server, error) { return NewGnetEcho() }},
-	{"netpoll", "echo", func() (Server, error) { return NewNetpollEcho() }},
+	{"gracepoll-conn", "echo", func() (Server, error) { return connecho.New(conn.Options{}) }, nil},
+	{"gracepoll-shared", "echo", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Shared}, 0) }, nil},
+	{"gracepoll-per-waiter", "echo", func() (Server, error) { return echoserver.New(poller.Options{}, 0) }, nil},
+	{"net", "echo", func() (Server, error) { return NewNetEcho() }, nil},
+	{"gnet", "echo", func() (Server, error) { return NewGnetEcho() }, nil},
+	{"netpoll", "echo", func() (Server, error) { return NewNetpollEcho() }, nil},
 	// examples/kv: its conn.Handler, and the same parser and command code
 	// (examples/kv/resp, examples/kv/store) served by net and by gnet.
-	{"kv-conn", "kv", func() (Server, error) { return NewKVConn() }},
-	{"kv-net", "kv", func() (Server, error) { return NewKVNet() }},
-	{"kv-gnet", "kv", func() (Server, error) { return NewKVGnet() }},
+	{"kv-conn", "kv", func() (Server, error) { return NewKVConn() }, nil},
+	{"kv-net", "kv", func() (Server, error) { return NewKVNet() }, nil},
+	{"kv-gnet", "kv", func() (Server, error) { return NewKVGnet() }, nil},
+	// TLS: the conn echo server with Options.TLS (crypto/tls itself),
+	// the net echo server behind crypto/tls's listener, and nbio with
+	// its fork of crypto/tls; gnet and cloudwego/netpoll have no TLS.
+	{"conn-tls", "tls-echo", nil, NewConnTLSEcho},
+	{"net-tls", "tls-echo", nil, NewNetTLSEcho},
+	{"nbio-tls", "tls-echo", nil, NewNbioTLSEcho},
+	// examples/kv over TLS, and the same command code on net + crypto/tls.
+	{"kv-conn-tls", "tls-kv", nil, NewKVConnTLS},
+	{"kv-net-tls", "tls-kv", nil, NewKVNetTLS},
 }
 
 // Lookup returns the server called name.

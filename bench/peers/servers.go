@@ -82,7 +82,11 @@ func (s *NetEcho) serve(c net.Conn) {
 		s.serveConn(c)
 		return
 	}
-	buf := make([]byte, 64<<10)
+	echo(c, make([]byte, 64<<10))
+}
+
+// echo writes back what c reads, read by read through buf, until an error.
+func echo(c net.Conn, buf []byte) {
 	for {
 		n, err := c.Read(buf)
 		if err != nil {

@@ -20,6 +20,18 @@
 // closes each connection, and after -shutdown-timeout resets what is left;
 // then it prints its final statistics.
 //
+// With -tls-self-signed (or -tls-cert and -tls-key) it speaks RESP over TLS
+// instead, on crypto/tls as package conn runs it, for redis-cli --tls and
+// redis-benchmark --tls:
+//
+//	go run ./examples/kv -tls-self-signed -tls-cacert-out /tmp/kv-ca.pem
+//	redis-cli --tls --cacert /tmp/kv-ca.pem -p 6380 PING
+//
+// -tls-client-ca requires client certificates (mutual TLS) and -tls-alpn
+// offers ALPN protocols. A client that is not speaking TLS, or never
+// finishes its handshake, costs a connection for -tls-handshake-timeout at
+// most and is counted in the TLS line of the statistics.
+//
 // The parts: examples/kv/resp (the protocol), examples/kv/store (the data
 // and the command table), examples/kv/kvserver (the conn.Handler).
 package main
@@ -69,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	every := fs.Duration("stats", 0, "print the server's statistics this often (0: only at exit)")
 	maxOut := fs.Int("maxclientout", 0, "disconnect a client with more than this many bytes of unread replies queued (0: never, as Redis's default)")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long to finish the commands already read before resetting what is left")
+	var tf tlsFlags
+	tf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "kv: an in-memory key-value server speaking the Redis protocol (RESP2) on gracepoll's package conn.\n\nUsage: go run ./examples/kv [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -84,11 +98,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fs.Usage()
 		return fmt.Errorf("-waiters, -maxclientout must be at least 0; -shards, -max-value and -shutdown-timeout positive")
 	}
+	if err := tf.check(); err != nil {
+		fs.Usage()
+		return err
+	}
+	tlsSet, err := tf.config()
+	if err != nil {
+		return err
+	}
+	defer tlsSet.close()
 	st := store.New(*shards)
 	h := kvserver.New(st, *maxBulk)
 	h.MaxClientOut = *maxOut
 	opts := h.Options()
 	opts.Poller.Waiters = *waiters
+	if tlsSet != nil {
+		opts.TLS = tlsSet.config
+		opts.HandshakeTimeout = tf.handshakeTimeout
+	}
 	srv, err := conn.NewServer(h, opts)
 	if err != nil {
 		return err
@@ -102,8 +129,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		srv.Close()
 		return err
 	}
-	fmt.Fprintf(stdout, "kv: serving RESP2 on %s %s with %d waiters; SIGINT or SIGTERM stops it\n",
-		network, bound, srv.Poller().Waiters())
+	over := ""
+	if tlsSet != nil {
+		over = " over TLS"
+	}
+	fmt.Fprintf(stdout, "kv: serving RESP2 on %s %s%s with %d waiters; SIGINT or SIGTERM stops it\n",
+		network, bound, over, srv.Poller().Waiters())
+	if tlsSet != nil {
+		_, port, _ := net.SplitHostPort(bound.String())
+		tlsSet.announce(stdout, port)
+	}
 	if ready != nil {
 		ready <- bound
 	}
@@ -118,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		case <-ctx.Done():
 			done = true
 		case <-tick:
-			fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st))
+			fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st, tlsSet != nil))
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
@@ -131,15 +166,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if err != nil && forced == 0 {
 		fmt.Fprintf(stderr, "kv: shutdown: %v\n", err)
 	}
-	fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st))
+	fmt.Fprint(stdout, report(srv.Stats(), srv.Poller().Stats(), st, tlsSet != nil))
 	return nil
 }
 
-// report renders the server's counters and its poller's per-waiter table.
-func report(s conn.ServerStats, ps poller.Stats, st *store.Store) string {
+// report renders the server's counters (with secure, its TLS counters too)
+// and its poller's per-waiter table.
+func report(s conn.ServerStats, ps poller.Stats, st *store.Store, secure bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kv: %d keys; connections open %d, accepted %d, closed %v, accept pauses %d, accept errors %d, lost output %d B\n",
 		st.Len(), s.Open, s.Accepted, s.Closed, s.AcceptPauses, s.AcceptErrors, s.LostOutput)
+	if secure {
+		b.WriteString(tlsReport(s.TLS))
+	}
 	for line := range strings.Lines(ps.String()) {
 		b.WriteString("    " + line)
 	}

@@ -4,7 +4,10 @@ package loadgen
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -23,15 +26,27 @@ import (
 // (give the process a P per worker), so the client spends its core on the
 // sockets rather than on the runtime's netpoller. Every call is bounded by
 // the timeout (SO_SNDTIMEO, SO_RCVTIMEO; connect obeys the first).
+//
+// A Cycler of NewTLSCycler runs a TLS client over the same blocking
+// socket: connect, handshake, the message, close_notify, close.
 type Cycler struct {
 	sa      unix.SockaddrInet4
 	tv      unix.Timeval
 	timeout time.Duration
+	tls     *tls.Config // nil: plaintext
 }
 
 // NewCycler returns a Cycler for addr, an IPv4 host:port; timeout 0 means
 // 10 s.
 func NewCycler(addr string, timeout time.Duration) (*Cycler, error) {
+	return NewTLSCycler(addr, timeout, nil)
+}
+
+// NewTLSCycler returns a Cycler whose cycles are TLS client connections
+// of config (nil: plaintext, as NewCycler); its ServerName defaults to
+// addr's host. Every cycle is a full handshake unless config has a
+// ClientSessionCache.
+func NewTLSCycler(addr string, timeout time.Duration, config *tls.Config) (*Cycler, error) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
@@ -39,10 +54,15 @@ func NewCycler(addr string, timeout time.Duration) (*Cycler, error) {
 	if err != nil || !ap.Addr().Is4() {
 		return nil, fmt.Errorf("loadgen: server address %q: want IPv4 host:port (%v)", addr, err)
 	}
+	config, err = clientConfig(config, addr)
+	if err != nil {
+		return nil, err
+	}
 	return &Cycler{
 		sa:      unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())},
 		tv:      unix.NsecToTimeval(timeout.Nanoseconds()),
 		timeout: timeout,
+		tls:     config,
 	}, nil
 }
 
@@ -114,6 +134,9 @@ func (d *Cycler) Cycle(msg, reply []byte) error {
 	if err := retry(func() error { return unix.Connect(fd, &sa) }); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
+	if d.tls != nil {
+		return d.tlsCycle(fd, msg, reply)
+	}
 	for done := 0; done < len(msg); {
 		var n int
 		err := retry(func() (err error) { n, err = unix.Write(fd, msg[done:]); return err })
@@ -137,6 +160,67 @@ func (d *Cycler) Cycle(msg, reply []byte) error {
 	}
 	return nil
 }
+
+// tlsCycle is the rest of a TLS cycle on the connected socket fd: the
+// handshake, msg out and its echo in, then close_notify. The caller closes
+// fd.
+func (d *Cycler) tlsCycle(fd int, msg, reply []byte) error {
+	tc := tls.Client(&fdConn{fd: fd, timeout: d.timeout}, d.tls)
+	if err := tc.Handshake(); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	if _, err := tc.Write(msg); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if n, err := io.ReadFull(tc, reply); err != nil {
+		return fmt.Errorf("read: %d of %d bytes: %w", n, len(reply), err)
+	}
+	// The client closes first, as in plaintext: close_notify, then the
+	// caller's close(2) sends the FIN.
+	return tc.Close()
+}
+
+// fdConn is a blocking socket as a net.Conn, for crypto/tls: every read
+// and write is one system call, bounded by the socket's SO_RCVTIMEO and
+// SO_SNDTIMEO, so the deadlines crypto/tls asks for are not needed and
+// are ignored. Close leaves the descriptor to its owner.
+type fdConn struct {
+	fd      int
+	timeout time.Duration
+}
+
+func (c *fdConn) Read(p []byte) (int, error) {
+	var n int
+	err := retry(func() (err error) { n, err = unix.Read(c.fd, p); return err })
+	switch {
+	case err == unix.EAGAIN:
+		return 0, fmt.Errorf("no data within %v", c.timeout)
+	case err != nil:
+		return 0, err
+	case n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *fdConn) Write(p []byte) (int, error) {
+	for done := 0; done < len(p); {
+		var n int
+		err := retry(func() (err error) { n, err = unix.Write(c.fd, p[done:]); return err })
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return len(p), nil
+}
+
+func (c *fdConn) Close() error                     { return nil }
+func (c *fdConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *fdConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *fdConn) SetDeadline(time.Time) error      { return nil }
+func (c *fdConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *fdConn) SetWriteDeadline(time.Time) error { return nil }
 
 // retry calls f again while it fails with EINTR.
 func retry(f func() error) error {

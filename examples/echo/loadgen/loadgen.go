@@ -7,7 +7,9 @@
 //
 // It is plain client code, one goroutine per connection on package net (the
 // cycles use blocking system calls): it is the load, not the system under
-// test.
+// test. With a TLS configuration (Config.TLS, NewTLSCycler, OpenIdleTLS)
+// every connection is a crypto/tls client instead, and the check is the
+// same on the plaintext.
 //
 // Every message is a run of 16-byte records, each holding the connection's
 // tag (TagMagic and the connection's id, unique for the generator's life),
@@ -18,6 +20,7 @@ package loadgen
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -42,6 +45,12 @@ type Config struct {
 	Conns     int           // client connections kept open
 	Size      int           // message size in bytes, at least 1
 	IOTimeout time.Duration // bounds every dial, read and write; 0 means 10 s
+	// TLS, if not nil, makes every connection a TLS client with this
+	// configuration: a TCP connection, then the handshake (bounded by
+	// IOTimeout, counted as a dial), then the same messages as
+	// plaintext. A ServerName left empty is Addr's host, as tls.Dial
+	// does. Give it a ClientSessionCache to resume sessions on reopen.
+	TLS *tls.Config
 }
 
 // Counters are a Gen's totals since New.
@@ -74,6 +83,7 @@ func (c Counters) Err() error {
 // connection set-up) until churn reopens them or Close.
 type Gen struct {
 	cfg   Config
+	tls   *tls.Config // cfg.TLS with ServerName set; nil for plaintext
 	stop  atomic.Bool
 	slots []slot
 
@@ -98,10 +108,13 @@ type Gen struct {
 type slot struct {
 	msgs   atomic.Uint64 // replies checked; read by progress reporters
 	reopen atomic.Bool   // churn asks this slot to close and redial
-	c      *net.TCPConn  // owned by the slot's goroutine while a run is on
-	msg    []byte
-	reply  []byte
-	_      [40]byte
+	// c is the connection, owned by the slot's goroutine while a run is
+	// on: tcp itself, or a tls.Conn over it.
+	c     net.Conn
+	tcp   *net.TCPConn
+	msg   []byte
+	reply []byte
+	_     [40]byte // 128 bytes a slot: two slots never share a cache line
 }
 
 // New returns a generator for cfg; it dials nothing until a run.
@@ -112,7 +125,11 @@ func New(cfg Config) (*Gen, error) {
 	if cfg.IOTimeout <= 0 {
 		cfg.IOTimeout = 10 * time.Second
 	}
-	g := &Gen{cfg: cfg, slots: make([]slot, cfg.Conns)}
+	t, err := clientConfig(cfg.TLS, cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gen{cfg: cfg, tls: t, slots: make([]slot, cfg.Conns)}
 	for i := range g.slots {
 		g.slots[i].msg = make([]byte, cfg.Size)
 		g.slots[i].reply = make([]byte, cfg.Size)
@@ -150,7 +167,7 @@ func (g *Gen) Close() {
 	for i := range g.slots {
 		if c := g.slots[i].c; c != nil {
 			c.Close()
-			g.slots[i].c = nil
+			g.slots[i].c, g.slots[i].tcp = nil, nil
 			g.closed.Add(1)
 		}
 	}
@@ -268,7 +285,7 @@ func (g *Gen) run(s *slot) {
 	defer g.wg.Done()
 	for !g.stop.Load() {
 		if s.c == nil {
-			c, err := net.DialTimeout("tcp", g.cfg.Addr, g.cfg.IOTimeout)
+			c, tcp, err := dial(g.cfg.Addr, g.tls, g.cfg.IOTimeout)
 			if err != nil {
 				g.fail(err)
 				if g.capped {
@@ -279,13 +296,13 @@ func (g *Gen) run(s *slot) {
 				continue
 			}
 			g.opened.Add(1)
-			s.c = c.(*net.TCPConn)
+			s.c, s.tcp = c, tcp
 		}
 		if g.session(s) {
 			return // the run is over; the connection stays open
 		}
 		s.c.Close()
-		s.c = nil
+		s.c, s.tcp = nil, nil
 		g.closed.Add(1)
 	}
 }
@@ -304,7 +321,10 @@ func (g *Gen) session(s *slot) bool {
 				// Every other churned connection ends with a reset
 				// instead of a FIN, as crashing or impatient clients
 				// do: the server then sees a hang-up or an error.
-				c.SetLinger(0)
+				// Over TLS it is closed with no close_notify either:
+				// the client just vanishes.
+				s.tcp.SetLinger(0)
+				s.c = s.tcp
 			}
 			return false
 		}
@@ -332,6 +352,43 @@ func (g *Gen) session(s *slot) bool {
 		}
 		s.msgs.Add(1)
 	}
+}
+
+// clientConfig returns config ready for tls.Client to reach addr: a clone
+// with ServerName set to addr's host if it was empty. A nil config stays
+// nil (plaintext).
+func clientConfig(config *tls.Config, addr string) (*tls.Config, error) {
+	if config == nil || config.ServerName != "" || config.InsecureSkipVerify {
+		return config, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: server address %q: %w", addr, err)
+	}
+	config = config.Clone()
+	config.ServerName = host
+	return config, nil
+}
+
+// dial connects to addr on TCP and, with config, runs a TLS handshake as
+// its client, all within timeout. It returns the connection to use (the
+// TCP one, or a tls.Conn over it) and the TCP connection.
+func dial(addr string, config *tls.Config, timeout time.Duration) (net.Conn, *net.TCPConn, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	tcp := c.(*net.TCPConn)
+	if config == nil {
+		return tcp, tcp, nil
+	}
+	tc := tls.Client(tcp, config)
+	tcp.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		tcp.Close()
+		return nil, nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tc, tcp, nil
 }
 
 // largeMessage is the size from which a message is written by a helper
@@ -403,8 +460,18 @@ type Idle struct {
 // echoing one size-byte message (checked) before it goes idle. On error
 // the connections opened so far are closed.
 func OpenIdle(addr string, n, size, workers int, timeout time.Duration) (*Idle, error) {
+	return OpenIdleTLS(addr, n, size, workers, timeout, nil)
+}
+
+// OpenIdleTLS is OpenIdle with TLS client connections of config (nil:
+// plaintext, as OpenIdle); its ServerName defaults to addr's host.
+func OpenIdleTLS(addr string, n, size, workers int, timeout time.Duration, config *tls.Config) (*Idle, error) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
+	}
+	config, err := clientConfig(config, addr)
+	if err != nil {
+		return nil, err
 	}
 	conns := make([]net.Conn, n)
 	var (
@@ -424,7 +491,7 @@ func OpenIdle(addr string, n, size, workers int, timeout time.Duration) (*Idle, 
 					return
 				}
 				err := func() error {
-					c, err := net.DialTimeout("tcp", addr, timeout)
+					c, _, err := dial(addr, config, timeout)
 					if err != nil {
 						return err
 					}

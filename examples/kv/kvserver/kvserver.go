@@ -127,7 +127,13 @@ func (h *Handler) write(c *conn.Conn, s *session, out []byte) []byte {
 	return out[:0]
 }
 
-func (h *Handler) OnClose(*conn.Conn, conn.Reason, error) { h.clients.Add(-1) }
+// OnClose counts the client gone. A TLS connection whose handshake failed
+// (conn.ReasonHandshake) never opened, so it was never counted.
+func (h *Handler) OnClose(_ *conn.Conn, reason conn.Reason, _ error) {
+	if reason != conn.ReasonHandshake {
+		h.clients.Add(-1)
+	}
+}
 
 // Clients returns the connections open now.
 func (h *Handler) Clients() int64 { return h.clients.Load() }

@@ -6,6 +6,11 @@
 // memory can be read from outside.
 //
 //	GOMAXPROCS=1 serve -server gracepoll-conn -cpu 0 [-cpuprofile f]
+//	GOMAXPROCS=1 serve -server conn-tls -cert cert.pem -key key.pem -cpu 0
+//
+// A TLS server (conn-tls, net-tls, nbio-tls, kv-conn-tls, kv-net-tls)
+// serves the PEM certificate and key in the files -cert and -key (the
+// benchmarks write them with peers.Cert.WriteFiles).
 //
 // It pins every thread of the process to the CPU given by -cpu (-1 leaves
 // the affinity alone), starts the server on 127.0.0.1 on a free port and
@@ -20,6 +25,10 @@
 //	         release latencies (Delete to the start of the release, which
 //	         is OnClose for a conn server) since the last reset, or
 //	         "latency none" for a server without a poller
+//	tls      "tls handshakes=N failed=N timed-out=N refused=N in-progress=N
+//	         p50-ns=N p99-ns=N": a conn server's TLS handshake counters
+//	         (conn.ServerStats.TLS; failed is the sum over causes), or
+//	         "tls none" for a server not on package conn
 //
 // It serves until its stdin reaches end-of-file (the parent closed it or
 // died) or it receives SIGTERM or SIGINT. Then it closes the server and
@@ -38,12 +47,15 @@ import (
 	"syscall"
 
 	"github.com/gracepoll/gracepoll/bench/peers"
+	"github.com/gracepoll/gracepoll/conn"
 )
 
 func main() {
 	name := flag.String("server", "", "the server to run: "+strings.Join(peers.Names(), ", "))
 	cpu := flag.Int("cpu", -1, "pin the process to this CPU (-1: do not pin)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server's whole run to this file")
+	certFile := flag.String("cert", "", "a TLS server's certificate, PEM")
+	keyFile := flag.String("key", "", "a TLS server's private key, PEM")
 	flag.Parse()
 	if *cpu >= 0 {
 		// Before the server starts any goroutine that could block a
@@ -72,7 +84,20 @@ func main() {
 			}
 		}()
 	}
-	srv, err := s.Start()
+	var srv peers.Server
+	var err error
+	if s.StartTLS != nil {
+		if *certFile == "" || *keyFile == "" {
+			fmt.Fprintf(os.Stderr, "serve: %s is a TLS server: it needs -cert and -key\n", s.Name)
+			os.Exit(2)
+		}
+		var c peers.Cert
+		if c, err = peers.LoadCert(*certFile, *keyFile); err == nil {
+			srv, err = s.StartTLS(c)
+		}
+	} else {
+		srv, err = s.Start()
+	}
 	if err != nil {
 		fatal(fmt.Errorf("start %s: %w", s.Name, err))
 	}
@@ -119,6 +144,18 @@ func answer(srv peers.Server, cmd string) string {
 		}
 		l := ps.Poller().Stats().ReleaseLatency
 		return fmt.Sprintf("latency samples=%d p50-ns=%d p99-ns=%d max-ns=%d", l.Samples, l.P50.Nanoseconds(), l.P99.Nanoseconds(), l.Max.Nanoseconds())
+	case "tls":
+		cs, ok := srv.(interface{ Stats() conn.ServerStats })
+		if !ok {
+			return "tls none"
+		}
+		t := cs.Stats().TLS
+		var failed uint64
+		for _, n := range t.Failed {
+			failed += n
+		}
+		return fmt.Sprintf("tls handshakes=%d failed=%d timed-out=%d refused=%d in-progress=%d p50-ns=%d p99-ns=%d",
+			t.Handshakes, failed, t.TimedOut, t.Refused, t.InProgress, t.P50.Nanoseconds(), t.P99.Nanoseconds())
 	}
 	return "error unknown command " + fmt.Sprintf("%q", cmd)
 }
