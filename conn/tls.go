@@ -502,6 +502,15 @@ func (c *Conn) tlsWriteLocked(b []byte, bufs [][]byte, total int) (int, error) {
 	if t.hs != nil {
 		return 0, closedError{"is in its TLS handshake"}
 	}
+	if bufs == nil && total <= oneRecord {
+		// One record: it goes to the socket as it is made.
+		if _, err := t.tc.Write(b); err != nil {
+			c.setReasonLocked(ReasonError, err)
+			c.endLocked()
+			return 0, err
+		}
+		return total, nil
+	}
 	scratch := getBuf()
 	defer putBuf(scratch)
 	if bufs != nil && total <= maxCoalesce {
@@ -538,6 +547,11 @@ func (c *Conn) tlsWriteLocked(b []byte, bufs [][]byte, total int) (int, error) {
 
 // maxCoalesce is the most a Writev copies into one record.
 const maxCoalesce = 16 << 10
+
+// oneRecord is a size crypto/tls always writes as one record: less than
+// its smallest dynamic record size (a TCP segment's worth, about 1,200
+// bytes, less the record's overhead).
+const oneRecord = 1000
 
 // bufPool holds the scratch buffers of TLS writes.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}

@@ -3,21 +3,40 @@
 package loadgen
 
 import (
+	"crypto/tls"
+	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gracepoll/gracepoll/examples/internal/selfsigned"
 )
 
 // echoServer is a plain net echo server; corrupt, if set, changes one byte
 // of every reply.
 func echoServer(t *testing.T, corrupt bool) string {
 	t.Helper()
+	addr, _ := tlsEchoServer(t, corrupt, nil)
+	return addr
+}
+
+// tlsEchoServer is echoServer over TLS with config (nil: plaintext). It
+// returns the address and a count of the connections that ended with the
+// client's close_notify (io.EOF from a tls.Conn, not a reset).
+func tlsEchoServer(t *testing.T, corrupt bool, config *tls.Config) (string, *atomic.Int64) {
+	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if config != nil {
+		ln = tls.NewListener(ln, config)
+	}
+	var clean atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -48,6 +67,9 @@ func echoServer(t *testing.T, corrupt bool) string {
 				buf := make([]byte, 4096)
 				for {
 					n, err := c.Read(buf)
+					if errors.Is(err, io.EOF) {
+						clean.Add(1)
+					}
 					if err != nil {
 						return
 					}
@@ -61,7 +83,7 @@ func echoServer(t *testing.T, corrupt bool) string {
 			}()
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), &clean
 }
 
 func TestRunN(t *testing.T) {
@@ -160,5 +182,102 @@ func TestForeignBytes(t *testing.T) {
 	mixed := append(append(append([]byte{}, mine[:21]...), theirs[:32]...), mine[:11]...)
 	if n := ForeignBytes(mixed, 7); n != 32 {
 		t.Errorf("mixed message: %d foreign bytes, want 32", n)
+	}
+}
+
+// TestTLS runs the generator, the cycles and the idle connections as TLS
+// clients, every reply checked, and fails them against a server they do
+// not trust and against one that corrupts the plaintext.
+func TestTLS(t *testing.T) {
+	cert, err := selfsigned.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverConfig := &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
+	addr, clean := tlsEchoServer(t, false, serverConfig)
+	// No ServerName: it is taken from the address, 127.0.0.1, which the
+	// certificate names.
+	client := &tls.Config{RootCAs: cert.Pool()}
+	g, err := New(Config{Addr: addr, Conns: 4, Size: 1000, IOTimeout: 5 * time.Second, TLS: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Churn(2)
+	if _, err := g.RunN(400, 5); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if c := g.Counters(); c.Msgs != 400 || c.Reopened < 2 || c.Opened != c.Closed || c.Err() != nil {
+		t.Errorf("TLS generator: %+v", c)
+	}
+	if client.ServerName != "" {
+		t.Error("New changed the caller's tls.Config")
+	}
+
+	// Large messages: written by a helper goroutine while the reply is
+	// read, over one tls.Conn.
+	g, err = New(Config{Addr: addr, Conns: 2, Size: 200_000, IOTimeout: 5 * time.Second, TLS: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.RunN(20, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+
+	d, err := NewTLSCycler(addr, 5*time.Second, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := clean.Load()
+	if _, lat, err := d.Run(2, 40, 64); err != nil || len(lat) != 40 {
+		t.Fatalf("TLS cycles: %d latencies, %v", len(lat), err)
+	}
+	// Every cycle closed with close_notify; the server may not have read
+	// the last of them yet.
+	for deadline := time.Now().Add(5 * time.Second); clean.Load()-before < 40 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := clean.Load() - before; n != 40 {
+		t.Errorf("%d of 40 TLS cycles ended with close_notify", n)
+	}
+	idle, err := OpenIdleTLS(addr, 10, 64, 3, 5*time.Second, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range idle.conns {
+		if _, ok := c.(*tls.Conn); !ok {
+			t.Fatalf("idle connection %T, want *tls.Conn", c)
+		}
+	}
+	idle.Close()
+
+	stranger, err := selfsigned.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := &tls.Config{RootCAs: stranger.Pool()}
+	g, err = New(Config{Addr: addr, Conns: 2, Size: 64, TLS: wrong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.RunN(10, 0); err == nil || !strings.Contains(err.Error(), "TLS handshake") {
+		t.Errorf("against an untrusted certificate: %v", err)
+	}
+	g.Close()
+	if d, _ := NewTLSCycler(addr, time.Second, wrong); d.Cycle(make([]byte, 64), make([]byte, 64)) == nil {
+		t.Error("a TLS cycle against an untrusted certificate succeeded")
+	}
+	if _, err := OpenIdleTLS(addr, 2, 64, 1, time.Second, wrong); err == nil {
+		t.Error("idle TLS connections against an untrusted certificate opened")
+	}
+	bad, _ := tlsEchoServer(t, true, serverConfig)
+	g, err = New(Config{Addr: bad, Conns: 2, Size: 64, TLS: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.RunN(10, 0); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Errorf("a corrupting TLS server: %v", err)
 	}
 }
