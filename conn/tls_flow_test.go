@@ -379,3 +379,26 @@ func TestTLSOpenSSLRenegotiation(t *testing.T) {
 	}
 	by.check()
 }
+
+// TestTLSDialResumption: conn's own client takes the TLS 1.3 session
+// ticket that arrives after the handshake (a post-handshake message,
+// read on the waiter) and resumes with it.
+func TestTLSDialResumption(t *testing.T) {
+	srv, cli := newRecorder(t), newRecorder(t)
+	s, addr, cc := newTLSServer(t, srv, conn.Options{}, "tcp")
+	cc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	var k collector
+	cli.data = k.take
+	for i := range 2 {
+		c, err := s.DialTLS(context.Background(), "tcp", addr.String(), cc, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("x")) // the echo comes after the ticket
+		eventually(t, "the echo", func() bool { return k.len() > i })
+		if st, _ := c.ConnectionState(); st.DidResume != (i == 1) {
+			t.Errorf("dial %d: DidResume %v", i, st.DidResume)
+		}
+		c.Close()
+	}
+}
