@@ -20,6 +20,15 @@
 // latency, the stale events the poller dropped, and a correctness line:
 // every reply must equal its request byte for byte, and no reply may carry
 // bytes of another connection. The exit status is 1 if that line fails.
+//
+// With -tls the same runs over TLS: the server (package conn's, on the
+// unmodified crypto/tls) serves a self-signed certificate made at startup
+// (internal/selfsigned), the load generator's connections are
+// crypto/tls clients that verify it, every reopen is a full handshake, and
+// the check is on the plaintext. The summary adds the server's handshake
+// counters and latency.
+//
+//	go run ./examples/echo -tls
 package main
 
 import (
@@ -48,6 +57,7 @@ type config struct {
 	Reclaimer string        // "passbuck", "classic" or "epoch"
 	Timeout   time.Duration // epoll_wait timeout (Options.WaitTimeout)
 	Quiet     bool          // summary only
+	TLS       bool          // TLS with a self-signed certificate; conn server only
 
 	// tick is the period of the progress line and of the churn; one
 	// second on the command line.
@@ -117,6 +127,7 @@ Flags:
 	fs.StringVar(&cfg.Reclaimer, "reclaimer", cfg.Reclaimer, "deferred reclaimer: passbuck, classic (pass the buck with a timeout) or epoch")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, fmt.Sprintf("epoll_wait timeout, 0 blocks (classic needs one: %v if unset)", classicTimeout))
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "print only the summary")
+	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "serve TLS (a self-signed certificate made at startup) to TLS clients that verify it; -server conn only")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -149,6 +160,8 @@ func (cfg config) options() (poller.Options, error) {
 		return o, fmt.Errorf("-waiters %d: want >= 0", cfg.Waiters)
 	case cfg.Timeout < 0:
 		return o, fmt.Errorf("-timeout %v: want >= 0", cfg.Timeout)
+	case cfg.TLS && cfg.Server != "conn":
+		return o, fmt.Errorf("-tls needs -server conn: the raw poller server has no TLS")
 	}
 	o.Waiters = cfg.Waiters
 	o.WaitTimeout = cfg.Timeout

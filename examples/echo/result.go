@@ -65,6 +65,9 @@ func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	}
 	if r.Conn != nil {
 		fmt.Fprintf(w, "  conn server:      %s\n", connLine(*r.Conn))
+		if cfg.TLS {
+			fmt.Fprintf(w, "  tls:              %s\n", tlsLine(r.Conn.TLS))
+		}
 	}
 	fmt.Fprintf(w, "  stale events:     %d dropped by validation (events for registrations already deleted)\n", r.Stats.Stale)
 	if r.Errors > 0 {
@@ -77,6 +80,33 @@ func (r result) summary(w io.Writer, cfg config, opts poller.Options) {
 	fmt.Fprintf(w, "correctness: FAILED: %d replies, %d mismatched, %d bytes crossed connections, %d client errors, "+
 		"%d closed connections not released until Close, %d registrations accepted and %d released\n",
 		r.Msgs, r.Mismatches, r.CrossedBytes, r.Errors, r.Unreleased, r.Accepted, r.Released)
+}
+
+// tlsText says whether the run is over TLS, for the banner.
+func tlsText(on bool) string {
+	if on {
+		return " over TLS (self-signed certificate)"
+	}
+	return ""
+}
+
+// tlsLine renders a conn server's TLS handshake counters on one line.
+func tlsLine(st conn.TLSStats) string {
+	return fmt.Sprintf("handshakes %d (p50 %v, p99 %v)  in progress %d  timed out %d  refused %d  failed: %s",
+		st.Handshakes, round(st.P50), round(st.P99), st.InProgress, st.TimedOut, st.Refused, counts(st.Failed))
+}
+
+// counts renders counters by name, sorted: "eof 2, reset 1", or "none".
+func counts(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for name, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 func timeoutText(d time.Duration) string {
@@ -99,15 +129,6 @@ func round(d time.Duration) time.Duration {
 
 // connLine renders a conn server's counters on one line.
 func connLine(st conn.ServerStats) string {
-	reasons := make([]string, 0, len(st.Closed))
-	for r, n := range st.Closed {
-		reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
-	}
-	sort.Strings(reasons)
-	closed := "none"
-	if len(reasons) > 0 {
-		closed = strings.Join(reasons, ", ")
-	}
 	return fmt.Sprintf("open %d  accepted %d  closed: %s  accept pauses %d  accept errors %d  lost output %d B",
-		st.Open, st.Accepted, closed, st.AcceptPauses, st.AcceptErrors, st.LostOutput)
+		st.Open, st.Accepted, counts(st.Closed), st.AcceptPauses, st.AcceptErrors, st.LostOutput)
 }

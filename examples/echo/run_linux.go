@@ -3,6 +3,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/gracepoll/gracepoll/examples/echo/connecho"
 	"github.com/gracepoll/gracepoll/examples/echo/echoserver"
 	"github.com/gracepoll/gracepoll/examples/echo/loadgen"
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -34,12 +36,27 @@ func connStats(srv server) *conn.ServerStats {
 	return nil
 }
 
-// startServer starts the server cfg.Server names.
-func startServer(cfg config, opts poller.Options) (server, error) {
+// startServer starts the server cfg.Server names. With cfg.TLS it serves a
+// new self-signed certificate, and client is a configuration that trusts
+// it (nil without TLS).
+func startServer(cfg config, opts poller.Options) (srv server, client *tls.Config, err error) {
 	if cfg.Server == "raw" {
-		return echoserver.New(opts, cfg.sndBuf)
+		srv, err = echoserver.New(opts, cfg.sndBuf)
+		return srv, nil, err
 	}
-	return connecho.New(conn.Options{Poller: opts, SendBuffer: cfg.sndBuf})
+	co := conn.Options{Poller: opts, SendBuffer: cfg.sndBuf}
+	if cfg.TLS {
+		cert, err := selfsigned.New()
+		if err != nil {
+			return nil, nil, err
+		}
+		co.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
+		// No ServerName: the load generator verifies the certificate
+		// for the address it dials, 127.0.0.1.
+		client = &tls.Config{RootCAs: cert.Pool()}
+	}
+	srv, err = connecho.New(co)
+	return srv, client, err
 }
 
 // run starts the server and the load generator, reports progress every
@@ -50,15 +67,15 @@ func run(cfg config, w io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	srv, err := startServer(cfg, opts)
+	srv, client, err := startServer(cfg, opts)
 	if err != nil {
 		return result{}, err
 	}
 	if !cfg.Quiet {
-		fmt.Fprintf(w, "echo server (%s) on %s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
-			serverName(cfg.Server), srv.Addr(), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
+		fmt.Fprintf(w, "echo server (%s) on %s%s: %d waiters, %v topology, %v reclaimer; %d connections, %d-byte messages, churn %.0f%%/s, %v\n",
+			serverName(cfg.Server), srv.Addr(), tlsText(cfg.TLS), len(srv.Poller().Stats().Waiters), opts.Topology, cfg.Reclaimer, cfg.Conns, cfg.Size, cfg.Churn*100, cfg.Duration)
 	}
-	g, err := loadgen.New(loadgen.Config{Addr: srv.Addr(), Conns: cfg.Conns, Size: cfg.Size, IOTimeout: cfg.ioTimeout})
+	g, err := loadgen.New(loadgen.Config{Addr: srv.Addr(), Conns: cfg.Conns, Size: cfg.Size, IOTimeout: cfg.ioTimeout, TLS: client})
 	if err != nil {
 		srv.Close()
 		return result{}, err
@@ -96,6 +113,9 @@ loop:
 				st.Live, st.ReleasedNotFree, st.Stale)
 			if cst := connStats(srv); cst != nil {
 				fmt.Fprintf(w, "    conn: %s\n", connLine(*cst))
+				if cfg.TLS {
+					fmt.Fprintf(w, "    tls:  %s\n", tlsLine(cst.TLS))
+				}
 			}
 			fmt.Fprint(w, statsTable(st))
 			lastMsgs, lastAt = msgs, now

@@ -30,7 +30,9 @@
 // -tls-client-ca requires client certificates (mutual TLS) and -tls-alpn
 // offers ALPN protocols. A client that is not speaking TLS, or never
 // finishes its handshake, costs a connection for -tls-handshake-timeout at
-// most and is counted in the TLS line of the statistics.
+// most and is counted in the TLS line of the statistics; while
+// -tls-max-handshakes connections are in their handshake, a new one is
+// reset at once.
 //
 // The parts: examples/kv/resp (the protocol), examples/kv/store (the data
 // and the command table), examples/kv/kvserver (the conn.Handler).
@@ -115,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if tlsSet != nil {
 		opts.TLS = tlsSet.config
 		opts.HandshakeTimeout = tf.handshakeTimeout
+		opts.MaxHandshakes = tf.maxHandshakes
 	}
 	srv, err := conn.NewServer(h, opts)
 	if err != nil {

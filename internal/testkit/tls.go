@@ -1,48 +1,16 @@
 package testkit
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
 )
 
-// testCert is a self-signed ECDSA P-256 certificate for localhost and the
-// loopback addresses, made once per test binary.
-var testCert = sync.OnceValues(func() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "localhost"},
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
-})
+// testCert is a self-signed certificate for localhost and the loopback
+// addresses, made once per test binary.
+var testCert = sync.OnceValues(func() (*selfsigned.Cert, error) { return selfsigned.New() })
 
 // TLSConfigs returns a server config with a self-signed certificate for
 // localhost, and a client config that trusts it, each new.
@@ -52,8 +20,6 @@ func TLSConfigs(t testing.TB) (server, client *tls.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert.Leaf)
-	return &tls.Config{Certificates: []tls.Certificate{cert}},
-		&tls.Config{RootCAs: pool, ServerName: "localhost"}
+	return &tls.Config{Certificates: []tls.Certificate{cert.TLS}},
+		&tls.Config{RootCAs: cert.Pool(), ServerName: "localhost"}
 }

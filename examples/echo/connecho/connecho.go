@@ -13,7 +13,9 @@ import (
 )
 
 // Handler echoes every byte a connection sends, in order, and counts
-// connections opened and closed (OnClose runs exactly once per OnOpen).
+// connections opened and closed (OnClose runs exactly once per OnOpen; a
+// TLS connection whose handshake failed gets an OnClose alone, which is not
+// counted).
 type Handler struct {
 	opened, closed atomic.Uint64
 }
@@ -34,8 +36,13 @@ func (h *Handler) OnData(c *conn.Conn) {
 	}
 }
 
-// OnClose counts the connection's end.
-func (h *Handler) OnClose(*conn.Conn, conn.Reason, error) { h.closed.Add(1) }
+// OnClose counts the connection's end, unless it never opened: a TLS
+// handshake that failed (conn.ReasonHandshake) ran no OnOpen.
+func (h *Handler) OnClose(_ *conn.Conn, reason conn.Reason, _ error) {
+	if reason != conn.ReasonHandshake {
+		h.closed.Add(1)
+	}
+}
 
 // Opened and Closed return the connections opened and closed so far.
 func (h *Handler) Opened() uint64 { return h.opened.Load() }

@@ -180,10 +180,10 @@ func (d *Cycler) tlsCycle(fd int, msg, reply []byte) error {
 	return tc.Close()
 }
 
-// fdConn is a blocking socket as a net.Conn, for crypto/tls: every read
-// and write is one system call, bounded by the socket's SO_RCVTIMEO and
-// SO_SNDTIMEO, so the deadlines crypto/tls asks for are not needed and
-// are ignored. Close leaves the descriptor to its owner.
+// fdConn is a blocking socket as a net.Conn, for crypto/tls: its reads
+// and writes are blocking system calls, each bounded by the socket's
+// SO_RCVTIMEO and SO_SNDTIMEO, so the deadlines crypto/tls asks for are not
+// needed and are ignored. Close leaves the descriptor to its owner.
 type fdConn struct {
 	fd      int
 	timeout time.Duration
@@ -215,6 +215,7 @@ func (c *fdConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// The rest of net.Conn: nothing to do, or nothing crypto/tls needs.
 func (c *fdConn) Close() error                     { return nil }
 func (c *fdConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (c *fdConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }

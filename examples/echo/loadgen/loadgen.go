@@ -114,7 +114,7 @@ type slot struct {
 	tcp   *net.TCPConn
 	msg   []byte
 	reply []byte
-	_     [40]byte // 128 bytes a slot: two slots never share a cache line
+	_     [40]byte // pads a slot to 128 bytes: no two slots' msgs counters share a cache line
 }
 
 // New returns a generator for cfg; it dials nothing until a run.
