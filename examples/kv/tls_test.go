@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gracepoll/gracepoll/internal/selfsigned"
 	"github.com/gracepoll/gracepoll/examples/kv/resp"
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
 )
 
 // kvServer is run serving in the background on a free port of 127.0.0.1.
