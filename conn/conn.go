@@ -107,8 +107,8 @@
 // ReasonHandshake and the error. A connection costs a goroutine only while
 // it handshakes: the handshake runs off the waiters, started by its first
 // bytes; at most Options.HandshakeWorkers compute at once (one waiting for
-// its peer holds none), and at most Options.MaxHandshakes connections are
-// in a handshake (one accepted beyond it is reset at once). After the
+// its peer holds none), and at most Options.MaxHandshakes are in progress
+// (a connection whose first bytes come beyond it is reset). After the
 // handshake the records are read, decrypted and written on the
 // connection's waiter. ServerStats.TLS counts handshakes completed,
 // failed by cause, timed out and refused, with their latency.
@@ -351,10 +351,13 @@ type Options struct {
 	// HandshakeWorkers is the most TLS handshakes computing at once; a
 	// handshake waiting for its peer holds none. 0 means GOMAXPROCS.
 	HandshakeWorkers int
-	// MaxHandshakes is the most connections in a TLS handshake at once,
-	// waiting for their peer or for a worker; a connection accepted
-	// beyond it is reset at once and counted (TLSStats.Refused). 0 means
-	// DefaultMaxHandshakes.
+	// MaxHandshakes is the most TLS handshakes in progress at once, each
+	// with a goroutine (waiting for its peer or for a worker); a
+	// connection whose first bytes arrive beyond it is reset
+	// (ErrTooManyHandshakes, TLSStats.Refused). A connection that has sent
+	// nothing yet has no goroutine and does not count: like any idle
+	// connection it holds a descriptor and its state, here until
+	// HandshakeTimeout. 0 means DefaultMaxHandshakes.
 	MaxHandshakes int
 }
 

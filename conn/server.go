@@ -200,25 +200,16 @@ func (s *Server) resumeAccept(ln *listener) {
 }
 
 // add registers an accepted connection and runs its OnOpen, or, with
-// TLS, starts the timeout of its handshake, which begins with its first
-// bytes.
+// TLS, starts the timeout of its handshake, whose goroutine its first
+// bytes start.
 func (s *Server) add(fd int) {
 	if s.closing.Load() {
 		closeFD(fd) // accepted as Shutdown began: refused
 		return
 	}
 	secure := s.opts.TLS != nil
-	if secure && !s.tls.admit(s.opts.MaxHandshakes) {
-		s.tls.refused.Add(1)
-		setLingerZero(fd)
-		closeFD(fd)
-		return
-	}
 	c, err := s.register(fd, nil, poller.Readable, nil, s.opts.TLS, true)
 	if err != nil {
-		if secure {
-			s.tls.inProgress.Add(-1)
-		}
 		s.acceptErrors.Add(1)
 		closeFD(fd)
 		return
@@ -259,7 +250,6 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 		c.flags.Or(flagTLS)
 		if handshake {
 			c.flags.Or(flagHandshake)
-			c.tls.hs.counted = dial == nil // accepted: counted against MaxHandshakes already
 		}
 	}
 	if dial != nil {

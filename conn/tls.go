@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,9 @@ var (
 	// ErrHandshakeTimeout reports a TLS handshake that did not complete
 	// within Options.HandshakeTimeout.
 	ErrHandshakeTimeout = errors.New("conn: TLS handshake timed out")
+	// ErrTooManyHandshakes reports a connection reset as its handshake
+	// began: Options.MaxHandshakes were in progress.
+	ErrTooManyHandshakes = errors.New("conn: too many TLS handshakes in progress")
 )
 
 // TLSStats are a server's TLS handshake counters.
@@ -58,8 +62,8 @@ type TLSStats struct {
 	// Dial's context).
 	Failed     map[string]uint64 `json:"failed"`
 	TimedOut   uint64            `json:"timed_out"`   // Options.HandshakeTimeout expired
-	Refused    uint64            `json:"refused"`     // reset at accept: MaxHandshakes were in progress
-	InProgress int64             `json:"in_progress"` // handshakes now
+	Refused    uint64            `json:"refused"`     // reset as the first bytes came: MaxHandshakes were in progress
+	InProgress int64             `json:"in_progress"` // handshakes begun (bytes received, or dialled) and not ended
 	// P50 and P99 are the handshake latency, from accept (or the
 	// connect's completion) to the end of the handshake, over the last
 	// 1,024 handshakes.
@@ -148,7 +152,7 @@ type handshake struct {
 	started  bool          // the goroutine runs; under Conn.mu
 	finished bool          // the goroutine is done with it; under Conn.mu
 	wantRead bool          // the goroutine waits for input: Readable; under Conn.mu
-	counted  bool          // in tlsServer.inProgress; under Conn.mu
+	begun    bool          // its timeout runs: an end is counted; under Conn.mu
 	token    bool          // holds a worker; the goroutine's own
 	stop     func() bool   // the timeout
 }
@@ -201,27 +205,33 @@ func (s *Server) DialTLS(ctx context.Context, network, address string, config *t
 	return s.dial(ctx, network, address, h, config)
 }
 
-// armHandshakeLocked begins c's handshake: it is counted in progress
-// (an accepted connection was, before it was registered, against
-// MaxHandshakes) and its timeout starts. The caller holds mu.
+// armHandshakeLocked begins c's handshake: its timeout starts. The
+// caller holds mu.
 func (s *Server) armHandshakeLocked(c *Conn) {
 	hs := c.tls.hs
-	if !hs.counted {
-		hs.counted = true
-		s.tls.inProgress.Add(1)
-	}
+	hs.begun = true
 	hs.start = s.clock()
 	if stop, err := s.p.AfterFunc(c.handle(), s.opts.HandshakeTimeout, c.handshakeTimedOut); err == nil {
 		hs.stop = stop
 	}
 }
 
-// startHandshakeLocked starts the goroutine of c's handshake; the caller
-// holds mu.
-func (s *Server) startHandshakeLocked(c *Conn) {
+// startHandshakeLocked starts the goroutine of c's handshake, counted in
+// progress; the caller holds mu. An accepted connection is reset instead
+// if MaxHandshakes are in progress: it reports whether it started.
+func (s *Server) startHandshakeLocked(c *Conn) bool {
 	hs := c.tls.hs
+	if c.connExt.dial != nil {
+		s.tls.inProgress.Add(1) // the caller's own dial: not refused
+	} else if !s.tls.admit(s.opts.MaxHandshakes) {
+		s.tls.refused.Add(1)
+		c.setReasonLocked(ReasonHandshake, ErrTooManyHandshakes)
+		c.resetLocked()
+		return false
+	}
 	hs.started = true
 	go s.handshake(c, hs)
+	return true
 }
 
 // handshakeEvent runs on the waiter for an event of a connection in its
@@ -312,14 +322,8 @@ func (c *Conn) abortHandshakeLocked(why error) {
 	}
 	hs.aborted, hs.why = true, why
 	close(hs.abort)
-	if !hs.counted {
-		return // a dial still connecting
-	}
-	if why != ErrHandshakeTimeout {
-		c.s.tls.failed[causeCancelled].Add(1)
-	}
-	if !hs.started {
-		c.s.tls.inProgress.Add(-1) // else the goroutine counts itself out
+	if hs.begun && why != ErrHandshakeTimeout && why != ErrTooManyHandshakes {
+		c.s.tls.failed[causeCancelled].Add(1) // else a dial still connecting
 	}
 }
 
@@ -379,7 +383,8 @@ func failCause(err error) int {
 		return causeNotTLS
 	case errors.As(err, &op) && op.Op == "remote error":
 		return causeRemoteAlert
-	case errors.As(err, &cv), errors.As(err, &ua):
+	case errors.As(err, &cv), errors.As(err, &ua),
+		strings.Contains(err.Error(), "certificate"): // a missing one has no type of its own
 		return causeCertificate
 	}
 	return causeTLS

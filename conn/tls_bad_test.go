@@ -392,3 +392,24 @@ func TestTLSBadRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSSilentClients: connections that send nothing do not count
+// against MaxHandshakes (they have no goroutine): with 200 of them open
+// and MaxHandshakes 50, real clients still complete their handshakes; the
+// silent ones are reaped at HandshakeTimeout.
+func TestTLSSilentClients(t *testing.T) {
+	rec := newRecorder(t)
+	drainClosed(t, rec)
+	s, addr, cc := newTLSServer(t, rec, conn.Options{HandshakeTimeout: time.Second, MaxHandshakes: 50}, "tcp")
+	for range 200 {
+		dial(t, addr)
+	}
+	eventually(t, "the silent clients accepted", func() bool { return s.Stats().Open == 200 })
+	for range 3 {
+		newBystander(t, addr, cc).check()
+	}
+	eventually(t, "the silent clients reaped", func() bool { return s.Stats().Open == 3 })
+	if st := s.Stats().TLS; st.Refused != 0 || st.TimedOut != 200 || st.Handshakes != 3 {
+		t.Errorf("TLS stats %+v, want 200 timed out, 3 handshakes, none refused", st)
+	}
+}

@@ -31,8 +31,8 @@
 // offers ALPN protocols. A client that is not speaking TLS, or never
 // finishes its handshake, costs a connection for -tls-handshake-timeout at
 // most and is counted in the TLS line of the statistics; while
-// -tls-max-handshakes connections are in their handshake, a new one is
-// reset at once.
+// -tls-max-handshakes handshakes are in progress, a connection whose
+// first bytes arrive is reset.
 //
 // The parts: examples/kv/resp (the protocol), examples/kv/store (the data
 // and the command table), examples/kv/kvserver (the conn.Handler).

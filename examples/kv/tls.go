@@ -35,7 +35,7 @@ func (f *tlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.clientCA, "tls-client-ca", "", "require every client to present a certificate that verifies against these PEM certificates (mutual TLS)")
 	fs.StringVar(&f.alpn, "tls-alpn", "", "ALPN protocols to offer, comma-separated in order of preference; a client that offers none of them is refused")
 	fs.DurationVar(&f.handshakeTimeout, "tls-handshake-timeout", 0, fmt.Sprintf("how long a client may take to complete its TLS handshake (0: %v)", conn.DefaultHandshakeTimeout))
-	fs.IntVar(&f.maxHandshakes, "tls-max-handshakes", 0, fmt.Sprintf("most connections in their TLS handshake at once, counting those yet to send a byte; a connection beyond it is reset (0: %d)", conn.DefaultMaxHandshakes))
+	fs.IntVar(&f.maxHandshakes, "tls-max-handshakes", 0, fmt.Sprintf("most TLS handshakes in progress at once (begun by a client's first bytes); a connection beyond it is reset (0: %d)", conn.DefaultMaxHandshakes))
 }
 
 // on reports whether TLS is asked for.

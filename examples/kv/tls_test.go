@@ -364,22 +364,28 @@ func TestTLSNotTLS(t *testing.T) {
 	}
 }
 
-// TestTLSMaxHandshakes fills -tls-max-handshakes with silent clients: a
-// TLS client beyond them is reset at once, and served once one of them
-// has gone.
+// TestTLSMaxHandshakes fills -tls-max-handshakes with clients stalled
+// in their handshake (a record header, then nothing): a TLS client beyond
+// them is reset at once, and served once one of them has gone. Silent
+// clients, which have not begun a handshake, do not count.
 func TestTLSMaxHandshakes(t *testing.T) {
 	s, cfg := serveSelfSigned(t, "-tls-max-handshakes", "2")
-	var silent []net.Conn
-	for range 2 {
+	var stalled []net.Conn
+	for i := range 4 {
 		c, err := net.Dial("tcp", s.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		silent = append(silent, c)
+		if i < 2 {
+			// A handshake record's header (512 bytes to come): the
+			// handshake begins and waits for the rest.
+			c.Write([]byte{22, 3, 1, 2, 0})
+			stalled = append(stalled, c)
+		}
 	}
-	// The silent clients are accepted, in order, before the next one;
-	// give the server a moment to accept them.
+	// Give the server a moment to accept them and begin the two
+	// handshakes.
 	time.Sleep(100 * time.Millisecond)
 	began := time.Now()
 	if c, err := tls.Dial("tcp", s.addr, cfg); err == nil {
@@ -388,7 +394,7 @@ func TestTLSMaxHandshakes(t *testing.T) {
 	} else if time.Since(began) > 5*time.Second {
 		t.Errorf("refused only after %v: %v", time.Since(began), err)
 	}
-	silent[0].Close()
+	stalled[0].Close()
 	var served bool
 	for deadline := time.Now().Add(10 * time.Second); !served && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if c, err := tls.Dial("tcp", s.addr, cfg); err == nil {
@@ -400,9 +406,9 @@ func TestTLSMaxHandshakes(t *testing.T) {
 		}
 	}
 	if !served {
-		t.Error("no TLS client served after one silent client left")
+		t.Error("no TLS client served after one stalled client left")
 	}
-	silent[1].Close()
+	stalled[1].Close()
 	l := lastTLSLine(t, s.stop(t))
 	if l.refused < 1 || l.handshakes < 1 {
 		t.Errorf("TLS counters %+v: want a refusal and a handshake", l)
