@@ -109,9 +109,14 @@ func TestForgedDeleteCannotStrandFD(t *testing.T) {
 			// (waiters publish their counters after each batch), no
 			// event may arrive at all.
 			time.Sleep(quiet)
+			// Between Delete's claim of the slot and its EPOLL_CTL_DEL
+			// a waiter may take the always-readable fd's event more than
+			// once (it yields only every few busy batches): a few per
+			// waiter per Delete, bounded; the check below is the one for
+			// an fd left in epoll.
 			st := p.Stats()
-			if limit := uint64(iterations*waiters + 16); st.Stale > limit {
-				t.Errorf("%d stale events in %d registrations, want at most %d (one per waiter per Delete)", st.Stale, iterations, limit)
+			if limit := uint64(4*iterations*waiters + 16); st.Stale > limit {
+				t.Errorf("%d stale events in %d registrations, want at most %d (a few per waiter per Delete)", st.Stale, iterations, limit)
 			}
 			time.Sleep(2 * quiet)
 			if later := p.Stats().Stale; later != st.Stale {
