@@ -160,8 +160,9 @@ type handshake struct {
 // newTLSConn makes c a TLS connection: client (a Dial) or server.
 func newTLSConn(c *Conn, config *tls.Config, client bool) *tlsConn {
 	t := &tlsConn{c: c, hs: &handshake{
-		ready: make(chan struct{}, 1), abort: make(chan struct{}),
+		start: c.s.clock(), ready: make(chan struct{}, 1), abort: make(chan struct{}),
 		wantRead: !client, // a server starts once the ClientHello arrives
+		begun:    !client, // an accepted connection's handshake begins at accept
 	}}
 	if client {
 		t.tc = tls.Client(t, config)
@@ -206,11 +207,17 @@ func (s *Server) DialTLS(ctx context.Context, network, address string, config *t
 }
 
 // armHandshakeLocked begins c's handshake: its timeout starts. The
-// caller holds mu.
+// caller holds mu. An accepted connection's handshake may have begun, even
+// ended, on another waiter before its accept could arm it.
 func (s *Server) armHandshakeLocked(c *Conn) {
 	hs := c.tls.hs
+	if hs == nil || hs.finished || hs.aborted {
+		return
+	}
 	hs.begun = true
-	hs.start = s.clock()
+	if c.connExt.dial != nil {
+		hs.start = s.clock() // from the connect's completion; accepted: from newTLSConn
+	}
 	if stop, err := s.p.AfterFunc(c.handle(), s.opts.HandshakeTimeout, c.handshakeTimedOut); err == nil {
 		hs.stop = stop
 	}
