@@ -30,7 +30,7 @@
 # whose figures are ratios between variants, run in ROUNDS interleaved
 # rounds and the report takes medians and shows the spread: on a shared,
 # noisy machine a burst of outside load then hits one round of every
-# variant rather than every round of one. About 11 minutes on 2 cores.
+# variant rather than every round of one. About 12 minutes on 2 cores.
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
 # echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N

@@ -94,15 +94,7 @@ func TestServers(t *testing.T) {
 			srv := startServer(t, s.Name, -1)
 			defer srv.stop()
 			for _, size := range []int{64, 200_000} {
-				g, err := loadgen.New(loadgen.Config{Addr: srv.addr, Conns: 4, Size: size, IOTimeout: ioTimeout})
-				if err != nil {
-					t.Fatal(err)
-				}
-				g.Churn(2)
-				if _, err := g.RunN(40, 0); err != nil {
-					t.Error(err)
-				}
-				g.Close()
+				genCheck(t, loadgen.Config{Addr: srv.addr, Conns: 4, Size: size, IOTimeout: ioTimeout})
 			}
 			d, err := loadgen.NewCycler(srv.addr, ioTimeout)
 			if err != nil {
@@ -112,5 +104,20 @@ func TestServers(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// genCheck runs 40 round trips with a load generator of cfg while two of
+// its connections close and reopen, every reply checked.
+func genCheck(t *testing.T, cfg loadgen.Config) {
+	t.Helper()
+	g, err := loadgen.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.Churn(2)
+	if _, err := g.RunN(40, 0); err != nil {
+		t.Error(err)
 	}
 }

@@ -165,6 +165,44 @@ func tlsDial(addr string, cfg *tls.Config) (*tls.Conn, error) {
 	return c, nil
 }
 
+// tlsCycles runs n TLS connection cycles (tlsCycle) of size-byte
+// messages against addr over workers goroutines, each taking cycles from a
+// shared budget so that the run ends with no straggler, and returns the
+// wall time and the first error. It is loadgen's Cycler on package net:
+// the Cycler's blocking sockets lack TCP_NODELAY, so that over TLS the
+// client's Finished and its message wait on each other's ACK (Nagle's
+// algorithm against delayed ACKs, 40 ms a cycle).
+func tlsCycles(addr string, cfg *tls.Config, workers, n, size int) (time.Duration, error) {
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	t0 := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, reply := make([]byte, size), make([]byte, size)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				loadgen.Fill(msg, uint64(loadgen.TagMagic)<<32|uint64(i+1), uint32(w))
+				if _, err := tlsCycle(addr, cfg, msg, reply); err != nil {
+					errOnce.Do(func() { first = fmt.Errorf("TLS cycle %d of %d: %w", i+1, n, err) })
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(t0), first
+}
+
 // handshakeCases are BenchmarkTLSHandshake's handshakes, all TLS 1.3:
 // full with X25519 alone, full with crypto/tls's default key exchange
 // (X25519MLKEM768 first, which every server here supports), and resumed
@@ -187,9 +225,8 @@ var handshakeWorkers = flag.Int("tls.workers", 8, "BenchmarkTLSHandshake: client
 // BenchmarkTLSHandshake measures each TLS echo server's CPU time per TLS
 // connection, the server in a process of its own pinned to one CPU with
 // GOMAXPROCS=1 (cmd/serve), the client in this process pinned to the
-// other: examples/echo's TLS cycler (loadgen.NewTLSCycler, blocking system
-// calls, a P per worker) with -tls.workers goroutines (8) each dialling,
-// handshaking (handshakeCases), writing 64 bytes, reading the echo back
+// other with GOMAXPROCS=1: -tls.workers goroutines (8, tlsCycles) each
+// dialling, handshaking (handshakeCases), writing 64 bytes, reading the echo back
 // (checked byte for byte) and closing, b.N connections in all, after 50
 // untimed ones (which fill the session cache of the resumed case). Every
 // handshake is checked (tls.Config.VerifyConnection) to negotiate TLS 1.3
@@ -206,7 +243,7 @@ var handshakeWorkers = flag.Int("tls.workers", 8, "BenchmarkTLSHandshake: client
 //   - server-util-% and client-util-%.
 //   - resumed-%: the handshakes that resumed a session.
 func BenchmarkTLSHandshake(b *testing.B) {
-	serverCPU, ok := pinClient(b, *handshakeWorkers) // a P per blocked worker
+	serverCPU, ok := pinClient(b, 1)
 	if !ok {
 		return
 	}
@@ -236,12 +273,8 @@ func BenchmarkTLSHandshake(b *testing.B) {
 					}
 					return nil
 				}
-				d, err := loadgen.NewTLSCycler(srv.addr, ioTimeout, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
 				b.StopTimer()
-				if _, _, err := d.Run(*handshakeWorkers, 50, 64); err != nil {
+				if _, err := tlsCycles(srv.addr, cfg, *handshakeWorkers, 50, 64); err != nil {
 					b.Fatalf("warm-up: %v", err)
 				}
 				before, err := srv.ask("tls", "tls")
@@ -250,7 +283,7 @@ func BenchmarkTLSHandshake(b *testing.B) {
 				}
 				resumed.Store(0)
 				w, err := measure(srv.Pid(), b, func() error {
-					_, _, err := d.Run(*handshakeWorkers, b.N, 64)
+					_, err := tlsCycles(srv.addr, cfg, *handshakeWorkers, b.N, 64)
 					return err
 				})
 				if err != nil {
@@ -430,15 +463,7 @@ func TestTLSServers(t *testing.T) {
 			// The load generator of BenchmarkTLSEcho, with churn, which
 			// may reset a connection before the server has read the
 			// client's Finished: a failed handshake, the client's doing.
-			g, err := loadgen.New(loadgen.Config{Addr: srv.addr, Conns: 4, Size: 64, IOTimeout: ioTimeout, TLS: benchClientConfig(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.Churn(2)
-			if _, err := g.RunN(40, 0); err != nil {
-				t.Error(err)
-			}
-			g.Close()
+			genCheck(t, loadgen.Config{Addr: srv.addr, Conns: 4, Size: 64, IOTimeout: ioTimeout, TLS: benchClientConfig(t)})
 		})
 	}
 	for _, s := range OfKind("tls-kv") {

@@ -3,19 +3,13 @@
 package peers
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
 )
 
 // Cert is a self-signed server certificate and its key, PEM-encoded: what
@@ -27,46 +21,16 @@ type Cert struct {
 	CertPEM, KeyPEM []byte
 }
 
-// NewCert makes a self-signed ECDSA P-256 certificate for 127.0.0.1 and
-// localhost, valid from an hour ago for a day: the key type and size of a
-// typical web server's certificate, so that the handshake's signature
-// costs what it costs in production.
+// NewCert makes a self-signed ECDSA P-256 certificate for localhost and
+// the loopback addresses (internal/selfsigned, which the examples serve
+// with): the key type and size of a typical web server's certificate, so
+// that the handshake's signature costs what it costs in production.
 func NewCert() (Cert, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := selfsigned.New()
 	if err != nil {
 		return Cert{}, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return Cert{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "gracepoll bench/peers"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		// Its own CA, so that a client given it as its only root (Go's
-		// RootCAs, redis-benchmark's --cacert) verifies the chain.
-		IsCA:        true,
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:    []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return Cert{}, err
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return Cert{}, err
-	}
-	return Cert{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
-	}, nil
+	return Cert{CertPEM: c.CertPEM, KeyPEM: c.KeyPEM}, nil
 }
 
 // WriteFiles writes the certificate and the key to cert.pem and key.pem in

@@ -106,13 +106,15 @@ func TestRender(t *testing.T) {
 		// TLS: CPU efficiency 25/20 and 16/20; handshake medians 520/500
 		// with the per-round ratios 1.20, 1.00, 1.02; RSS 10000/40000.
 		"| 50 | gracepoll conn + crypto/tls | 30000 | 20.0 | 1.25x | 0.80x | 60.0 | 100 | 1 |",
+		"| 50 | net + crypto/tls | 25000 | 25.0 | (base) | 0.64x |",
 		"| all | gnet v2.9.7 | no TLS support |",
 		"TLS echo CPU per message at 50 connections: conn-tls >= 1.0x net+crypto/tls (CPU efficiency) | 1.25x CPU efficiency",
 		"conn-tls >= 1.0x nbio (CPU efficiency) | 0.80x CPU efficiency of nbio (20.0 µs/msg vs 16.0) | **missed**",
 		"| full-default | gracepoll conn + crypto/tls | 1100 | 520 (510–600) | 1.04x (1.00–1.20x) | – |",
 		"TLS handshake CPU (full-default): conn-tls within 5 % of net+crypto/tls (<= 1.05x) | 1.04x (1.00–1.20x) of net+crypto/tls's CPU per handshake (520 µs vs 500) | **met**",
 		"| gracepoll conn + crypto/tls | 10000 | 0.25x | – | 8000 |",
-		"conn-tls <= 0.25x net+crypto/tls | 10000 B vs 40000 B: 0.25x (nbio – B) | **met**",
+		"RSS per idle TLS connection at 10,000 connections: conn-tls <= 0.25x net+crypto/tls | 10000 B vs 40000 B: 0.25x (nbio – B) | **met**",
+		"| nbio v1.6.8 + llib tls | not run |",
 		"**Skipped** (`BenchmarkTLSKV`): redis-benchmark is not installed",
 		"| 500 | net + crypto/tls | not run |",
 	} {

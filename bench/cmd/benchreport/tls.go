@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -69,8 +70,12 @@ func (r results) medianRatio(num, den, unit string) (float64, bool) {
 }
 
 // ratioCell formats the ratio of medians num/den with the range of the
-// per-round ratios, "1.02x (0.97–1.08x)", or a dash.
+// per-round ratios, "1.02x (0.97–1.08x)", "(base)" in the baseline's own
+// row, or a dash.
 func (r results) ratioCell(num, den, unit string) string {
+	if num == den {
+		return "(base)"
+	}
 	v, ok := r.medianRatio(num, den, unit)
 	if !ok {
 		return dash
@@ -144,8 +149,9 @@ func renderTLSEcho(w io.Writer, r results) []target {
 
 const tlsEchoWhy = "per message conn-tls runs crypto/tls's record layer over conn's transport: OnData's bytes handed to the " +
 	"tls.Conn's Read, its ciphertext through conn's Write; the other servers read and write the socket directly " +
-	"(net) or decrypt into the poller's buffer (nbio). Profile the server with `serve -cpuprofile` (bench/peers/cmd/serve) " +
-	"and compare the rounds in the raw output."
+	"(net) or decrypt into the poller's buffer (nbio). Profile it with `cd bench/peers && go test -run '^$' " +
+	"-bench 'TLSEcho/conns=500/conn-tls$' -serverprofile DIR` and `go tool pprof -top DIR/conn-tls.pprof`, and compare " +
+	"the rounds in the raw output."
 
 func renderTLSHandshake(w io.Writer, r results) []target {
 	fmt.Fprintf(w, "### TLS handshakes\n\n")
@@ -196,23 +202,33 @@ const tlsHandshakeWhy = "both run crypto/tls's server handshake, so the gap is t
 	"goroutine per handshake when the first bytes arrive, which reads the socket and, when it is empty, waits for the " +
 	"waiter to report it readable, and queues its writes on the connection; net blocks a goroutine on the runtime's " +
 	"netpoller. Profile with `cd bench/peers && go test -run '^$' -bench 'TLSHandshake/full-default/conn-tls$' " +
-	"-benchtime=5000x` and `serve -cpuprofile`."
+	"-benchtime=5000x -serverprofile DIR` and `go tool pprof -top DIR/conn-tls.pprof`; count its system calls per " +
+	"handshake with `strace -f -c` on the server against net-tls's."
 
 func renderTLSMemory(w io.Writer, r results) []target {
 	fmt.Fprintf(w, "### Memory per idle TLS connection\n\n")
-	fmt.Fprintf(w, "As section 8, at %d connections that each complete a TLS 1.3 handshake (crypto/tls client defaults), "+
+	fmt.Fprintf(w, "As section 8, at %s connections that each complete a TLS 1.3 handshake (crypto/tls client defaults), "+
 		"echo one 64-byte message (checked) and stay open and silent (`BenchmarkTLSIdleMemory`, one run). **vs** is this "+
-		"server's RSS per connection over the other's.\n\n", tlsIdleCount)
+		"server's RSS per connection over the other's.\n\n", thousands(tlsIdleCount))
 	name := func(s string) string { return fmt.Sprintf("BenchmarkTLSIdleMemory/conns=%d/%s", tlsIdleCount, s) }
 	if skipNote(w, "BenchmarkTLSIdleMemory", name("conn-tls")) {
-		return []target{{fmt.Sprintf("RSS per idle TLS connection at %d connections: conn-tls <= 0.25x net+crypto/tls", tlsIdleCount),
+		return []target{{fmt.Sprintf("RSS per idle TLS connection at %s connections: conn-tls <= 0.25x net+crypto/tls", thousands(tlsIdleCount)),
 			"skipped: " + skips[name("conn-tls")], false, "the machine's open-file limit did not allow the connections."}}
 	}
 	fmt.Fprintf(w, "| server | RSS B/conn | vs net+crypto/tls | vs nbio | heap B/conn |\n|---|---|---|---|---|\n")
 	for _, s := range tlsEchoServers {
 		b := name(s)
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", tlsNames[s], r.num(b, "rss-B/conn"),
-			relTo(r, b, name("net-tls"), "rss-B/conn"), relTo(r, b, name("nbio-tls"), "rss-B/conn"), r.num(b, "heap-B/conn"))
+		if _, ok := r.get(b, "rss-B/conn"); !ok {
+			fmt.Fprintf(w, "| %s | not run | | | |\n", tlsNames[s])
+			continue
+		}
+		vs := func(base string) string {
+			if base == s {
+				return "(base)"
+			}
+			return relTo(r, b, name(base), "rss-B/conn")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", tlsNames[s], r.num(b, "rss-B/conn"), vs("net-tls"), vs("nbio-tls"), r.num(b, "heap-B/conn"))
 	}
 	for _, s := range noTLS {
 		fmt.Fprintf(w, "| %s | no TLS support | | | |\n", s)
@@ -222,14 +238,15 @@ func renderTLSMemory(w io.Writer, r results) []target {
 	if !ok {
 		return nil
 	}
-	return []target{{fmt.Sprintf("RSS per idle TLS connection at %d connections: conn-tls <= 0.25x net+crypto/tls", tlsIdleCount),
+	return []target{{fmt.Sprintf("RSS per idle TLS connection at %s connections: conn-tls <= 0.25x net+crypto/tls", thousands(tlsIdleCount)),
 		fmt.Sprintf("%s B vs %s B: %s (nbio %s B)", r.num(name("conn-tls"), "rss-B/conn"), r.num(name("net-tls"), "rss-B/conn"), ratio(v),
 			r.num(name("nbio-tls"), "rss-B/conn")),
 		v <= 0.25,
-		fmt.Sprintf("conn-tls keeps %s B of Go heap per idle TLS connection (plaintext conn: see section 8): crypto/tls's Conn, "+
-			"its record buffers as the handshake grew them and its cipher state, on top of conn's Conn; net-tls's goroutine "+
-			"stack, grown by the handshake, is most of the rest of its RSS. Profile the heap of a server holding the "+
-			"connections to see which buffers stay.", r.num(name("conn-tls"), "heap-B/conn"))}}
+		fmt.Sprintf("conn-tls keeps %s B of Go heap per idle TLS connection (plaintext conn: see section 8): crypto/tls's Conn "+
+			"with its cipher state, and its input buffers (the raw input and the handshake message buffer), which the "+
+			"ClientHello with an X25519MLKEM768 key share grew and which crypto/tls keeps for the connection's life, on top "+
+			"of conn's Conn; net-tls's goroutine stack, grown by the handshake, is most of the rest of its RSS. A heap "+
+			"profile of a server holding the connections shows which buffers stay.", r.num(name("conn-tls"), "heap-B/conn"))}}
 }
 
 func renderTLSKV(w io.Writer, r results) {
@@ -237,7 +254,7 @@ func renderTLSKV(w io.Writer, r results) {
 	fmt.Fprintf(w, "As section 7, with `redis-benchmark --tls --cacert` (the servers' certificate) at -c 50 -P 1, 100,000 "+
 		"requests per run by default, against examples/kv with `Options.TLS` (**kv-conn-tls**) and the same command code "+
 		"on net behind crypto/tls's listener (**kv-net-tls**); a Go client checks the replies over TLS after each run "+
-		"(`BenchmarkTLSKV`). No framework here other than Go's net has TLS to compare with. **CPU eff.** is "+
+		"(`BenchmarkTLSKV`); gnet has no TLS, and examples/kv's command code is not served on nbio here. **CPU eff.** is "+
 		"kv-net-tls's CPU per request over kv-conn-tls's (above 1: conn needs less).\n\n")
 	if skipNote(w, "BenchmarkTLSKV") {
 		return
@@ -267,4 +284,14 @@ func renderTLSKV(w io.Writer, r results) {
 		fmt.Fprintf(w, "| geomean |%s **%s** | **%s** | |\n", strings.Repeat(" | | |", len(tlsKVServers)), ratio(geomean(speeds)), ratio(geomean(effs)))
 	}
 	fmt.Fprintln(w)
+}
+
+// thousands formats n with a comma every three digits, as the report's
+// prose writes counts.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
