@@ -20,6 +20,11 @@
 // closes each connection, and after -shutdown-timeout resets what is left;
 // then it prints its final statistics.
 //
+// -topology picks the poller's epoll sets: per-waiter (the default: a
+// connection stays on one waiter, the fastest for uniform, cheap commands)
+// or shared (one set for every waiter: the next free waiter takes the next
+// connection's event, so a slow command holds up only its own connection).
+//
 // With -tls-self-signed (or -tls-cert and -tls-key) it speaks RESP over TLS
 // instead, on crypto/tls as package conn runs it, for redis-cli --tls and
 // redis-benchmark --tls:
@@ -78,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:6380", "address to listen on: host:port for TCP, or a path for a Unix socket")
 	waiters := fs.Int("waiters", 0, "poller waiters (0: GOMAXPROCS)")
+	topology := fs.String("topology", "per-waiter", "epoll sets: per-waiter (a connection stays on one waiter) or shared (one set, any free waiter takes the next event: for commands of uneven cost)")
 	shards := fs.Int("shards", store.DefaultShards, "shards of the key space, each with its own mutex")
 	maxBulk := fs.Int("max-value", resp.DefaultMaxBulk, "longest argument (value) accepted, in bytes")
 	every := fs.Duration("stats", 0, "print the server's statistics this often (0: only at exit)")
@@ -100,6 +106,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fs.Usage()
 		return fmt.Errorf("-waiters, -maxclientout must be at least 0; -shards, -max-value and -shutdown-timeout positive")
 	}
+	var topo poller.Topology
+	switch *topology {
+	case "per-waiter":
+		topo = poller.PerWaiter
+	case "shared":
+		topo = poller.Shared
+	default:
+		fs.Usage()
+		return fmt.Errorf("-topology %q: want per-waiter or shared", *topology)
+	}
 	if err := tf.check(); err != nil {
 		fs.Usage()
 		return err
@@ -114,6 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	h.MaxClientOut = *maxOut
 	opts := h.Options()
 	opts.Poller.Waiters = *waiters
+	opts.Poller.Topology = topo
 	if tlsSet != nil {
 		opts.TLS = tlsSet.config
 		opts.HandshakeTimeout = tf.handshakeTimeout
@@ -136,8 +153,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if tlsSet != nil {
 		over = " over TLS"
 	}
-	fmt.Fprintf(stdout, "kv: serving RESP2 on %s %s%s with %d waiters; SIGINT or SIGTERM stops it\n",
-		network, bound, over, srv.Poller().Waiters())
+	fmt.Fprintf(stdout, "kv: serving RESP2 on %s %s%s with %d waiters (%s); SIGINT or SIGTERM stops it\n",
+		network, bound, over, srv.Poller().Waiters(), topo)
 	if tlsSet != nil {
 		_, port, _ := net.SplitHostPort(bound.String())
 		tlsSet.announce(stdout, port)

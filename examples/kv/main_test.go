@@ -78,7 +78,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	for _, bad := range [][]string{{"-shards", "0"}, {"-waiters", "-1"}, {"stray"}, {"-addr", "256.0.0.1:1"}, {"-nosuch"}} {
+	for _, bad := range [][]string{{"-shards", "0"}, {"-waiters", "-1"}, {"stray"}, {"-addr", "256.0.0.1:1"}, {"-nosuch"}, {"-topology", "ring"}} {
 		if err := run(context.Background(), bad, io.Discard, io.Discard, nil); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -89,5 +89,42 @@ func TestFlags(t *testing.T) {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+// TestTopologyShared: -topology shared serves on one epoll set for every
+// waiter, and says so.
+func TestTopologyShared(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-topology", "shared", "-waiters", "4"}, &out, io.Discard, ready)
+	}()
+	var bound net.Addr
+	select {
+	case bound = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	for range 8 { // connections land on any of the waiters
+		nc, err := net.Dial("tcp", bound.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(resp.AppendCommand(nil, "PING"))
+		if v, err := resp.ReadValue(bufio.NewReader(nc)); err != nil || v.Str != "PONG" {
+			t.Fatalf("PING: %v %v", v, err)
+		}
+		nc.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "with 4 waiters (shared)") {
+		t.Errorf("output does not name the topology:\n%s", out.String())
 	}
 }
