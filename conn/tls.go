@@ -19,7 +19,7 @@ import (
 )
 
 // TLS is crypto/tls itself, driven without a goroutine per connection
-// (docs/design.md, section 8). A tls.Conn reads and writes through a
+// (docs/design.md, "TLS on the unmodified crypto/tls"). A tls.Conn reads and writes through a
 // transport of conn's (tlsConn) instead of a socket:
 //
 //	handshake  on a goroutine of its own, started when the first bytes
@@ -728,7 +728,7 @@ func (s *Server) decrypt(c *Conn, waiter int) {
 	}
 }
 
-// pendingLocked reports whether a TLS connection has decrypted input it
+// tlsPendingLocked reports whether a TLS connection has input it
 // could deliver now: updateLocked then asks for a Writable event to run
 // decrypt.
 func (c *Conn) tlsPendingLocked() bool {
