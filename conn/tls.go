@@ -19,8 +19,8 @@ import (
 )
 
 // TLS is crypto/tls itself, driven without a goroutine per connection
-// (docs/design.md, "TLS on the unmodified crypto/tls"). A tls.Conn reads and writes through a
-// transport of conn's (tlsConn) instead of a socket:
+// (docs/design.md, "TLS on the unmodified crypto/tls"). A tls.Conn reads
+// and writes through a transport of conn's (tlsConn) instead of a socket:
 //
 //	handshake  on a goroutine of its own, started when the first bytes
 //	           arrive: its reads take the socket directly and, when it is
