@@ -11,8 +11,10 @@
 // crypto/tls itself), net with crypto/tls, and nbio with its fork of
 // crypto/tls (gnet and netpoll have no TLS), by throughput and CPU per
 // message, handshakes per second and CPU per handshake, and memory per
-// idle connection. The TLS servers serve a self-signed certificate made
-// in-process (NewCert).
+// idle connection; and, under skewed load (a few requests blocking in the
+// handler, BenchmarkSkew), the light requests' latency on conn with one
+// shared epoll set and with a set per waiter, gnet, netpoll and net. The
+// TLS servers serve a self-signed certificate made in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
 // the generator examples/echo uses, which checks every reply. It is a
@@ -47,7 +49,8 @@ type PollerServer interface {
 type Named struct {
 	Name string
 	// Kind is "echo" or "kv" (the Redis protocol), or "tls-echo" or
-	// "tls-kv", the same over TLS.
+	// "tls-kv", the same over TLS, or "skew" (BenchmarkSkew's frames,
+	// some of them slow; see SkewFrameSize).
 	Kind string
 	// Start starts a plaintext server; StartTLS, set instead for the TLS
 	// kinds, starts a server that serves the certificate.
@@ -81,6 +84,14 @@ var Servers = []Named{
 	// examples/kv over TLS, and the same command code on net + crypto/tls.
 	{"kv-conn-tls", "tls-kv", nil, NewKVConnTLS},
 	{"kv-net-tls", "tls-kv", nil, NewKVNetTLS},
+	// The skew servers (BenchmarkSkew): frames echoed after the delay
+	// each asks for, on conn with SkewWaiters waiters on one shared set
+	// and on a set each, gnet with SkewWaiters loops, netpoll, net.
+	{"skew-conn-shared", "skew", func() (Server, error) { return NewSkewConn(poller.Shared) }, nil},
+	{"skew-conn-per-waiter", "skew", func() (Server, error) { return NewSkewConn(poller.PerWaiter) }, nil},
+	{"skew-gnet", "skew", func() (Server, error) { return NewSkewGnet() }, nil},
+	{"skew-netpoll", "skew", func() (Server, error) { return NewSkewNetpoll() }, nil},
+	{"skew-net", "skew", func() (Server, error) { return NewSkewNet() }, nil},
 }
 
 // Lookup returns the server called name.

@@ -109,15 +109,17 @@ type gnetServer struct {
 	done   chan error
 }
 
-// start runs h (which embeds g) and waits until it listens.
-func (g *gnetServer) start(h gnet.EventHandler) error {
+// start runs h (which embeds g) and waits until it listens. opts come
+// after the usual ones and may override them (gnet.WithNumEventLoop
+// overrides WithMulticore's one loop per core).
+func (g *gnetServer) start(h gnet.EventHandler, opts ...gnet.Option) error {
 	g.booted, g.done = make(chan struct{}), make(chan error, 1)
-	go func() {
-		g.done <- gnet.Run(h, "tcp://127.0.0.1:0",
-			gnet.WithMulticore(true),
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithLogger(errorsOnly{}))
-	}()
+	opts = append([]gnet.Option{
+		gnet.WithMulticore(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(errorsOnly{}),
+	}, opts...)
+	go func() { g.done <- gnet.Run(h, "tcp://127.0.0.1:0", opts...) }()
 	select {
 	case <-g.booted:
 	case err := <-g.done:
