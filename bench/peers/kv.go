@@ -18,10 +18,31 @@ import (
 )
 
 // KVConn is examples/kv's server: kvserver.Handler on a conn.Server.
-type KVConn struct {
+type KVConn struct{ connServer }
+
+// connServer is a conn.Server listening on 127.0.0.1.
+type connServer struct {
 	*conn.Server
 	addr string
 }
+
+// listenConn starts a conn.Server for h with opts, listening on
+// 127.0.0.1 on a free port.
+func listenConn(h conn.Handler, opts conn.Options) (connServer, error) {
+	cs, err := conn.NewServer(h, opts)
+	if err != nil {
+		return connServer{}, err
+	}
+	a, err := cs.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		cs.Close()
+		return connServer{}, err
+	}
+	return connServer{Server: cs, addr: a.String()}, nil
+}
+
+// Addr returns the server's address.
+func (s connServer) Addr() string { return s.addr }
 
 // NewKVConn starts examples/kv's server on 127.0.0.1, on a free port, with
 // the options the example uses.
@@ -33,20 +54,12 @@ func newKVConn(tlsConfig *tls.Config) (*KVConn, error) {
 	h := kvserver.New(store.New(0), 0)
 	opts := h.Options()
 	opts.TLS = tlsConfig
-	cs, err := conn.NewServer(h, opts)
+	cs, err := listenConn(h, opts)
 	if err != nil {
 		return nil, err
 	}
-	a, err := cs.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		cs.Close()
-		return nil, err
-	}
-	return &KVConn{Server: cs, addr: a.String()}, nil
+	return &KVConn{cs}, nil
 }
-
-// Addr returns the server's address.
-func (s *KVConn) Addr() string { return s.addr }
 
 // kvFlushAt is how much output a server gathers before it writes, as
 // kvserver does.

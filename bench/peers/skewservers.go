@@ -63,29 +63,18 @@ func skewHandle(frame []byte) {
 
 // SkewConn is the skew server on package conn with SkewWaiters waiters on
 // the topology it was started with.
-type SkewConn struct {
-	*conn.Server
-	addr string
-}
+type SkewConn struct{ connServer }
 
 // NewSkewConn starts the conn skew server on 127.0.0.1, on a free port,
 // with SkewWaiters waiters on topology.
 func NewSkewConn(topology poller.Topology) (*SkewConn, error) {
 	opts := conn.Options{Poller: poller.Options{Waiters: SkewWaiters, Topology: topology}}
-	cs, err := conn.NewServer(skewConnHandler{}, opts)
+	cs, err := listenConn(skewConnHandler{}, opts)
 	if err != nil {
 		return nil, err
 	}
-	a, err := cs.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		cs.Close()
-		return nil, err
-	}
-	return &SkewConn{Server: cs, addr: a.String()}, nil
+	return &SkewConn{cs}, nil
 }
-
-// Addr returns the server's address.
-func (s *SkewConn) Addr() string { return s.addr }
 
 // skewConnHandler handles the frames buffered, one after the other, on the
 // connection's waiter: a slow frame blocks that waiter for its delay.

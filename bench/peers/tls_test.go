@@ -168,10 +168,9 @@ func tlsDial(addr string, cfg *tls.Config) (*tls.Conn, error) {
 // tlsCycles runs n TLS connection cycles (tlsCycle) of size-byte
 // messages against addr over workers goroutines, each taking cycles from a
 // shared budget so that the run ends with no straggler, and returns the
-// wall time and the first error. It is loadgen's Cycler on package net:
-// the Cycler's blocking sockets lack TCP_NODELAY, so that over TLS the
-// client's Finished and its message wait on each other's ACK (Nagle's
-// algorithm against delayed ACKs, 40 ms a cycle).
+// wall time and the first error. It is loadgen's Cycler on package net,
+// whose dialer sets TCP_NODELAY: a handshake's small writes in a row must
+// not wait on delayed ACKs (Nagle's algorithm, 40 ms a cycle).
 func tlsCycles(addr string, cfg *tls.Config, workers, n, size int) (time.Duration, error) {
 	var (
 		next    atomic.Int64
