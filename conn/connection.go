@@ -635,7 +635,7 @@ func (c *Conn) updateLocked() {
 	case !c.paused && f&(flagHigh|flagFinishing) == 0:
 		want |= poller.Readable
 	}
-	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 || f&flagTLS != 0 && c.tlsPendingLocked() {
+	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 || c.tlsPendingLocked() {
 		want |= poller.Writable // flush, or an event to finish or decrypt in
 	}
 	if want != c.events {

@@ -526,17 +526,6 @@ func (c *Conn) tlsWriteLocked(b []byte, bufs [][]byte, total int) (int, error) {
 	if t.hs != nil {
 		return 0, closedError{"is in its TLS handshake"}
 	}
-	if bufs == nil && total <= oneRecord {
-		// One record: it goes to the socket as it is made.
-		if _, err := t.tc.Write(b); err != nil {
-			c.setReasonLocked(ReasonError, err)
-			c.endLocked()
-			return 0, err
-		}
-		return total, nil
-	}
-	scratch := getBuf()
-	defer putBuf(scratch)
 	if bufs != nil && total <= maxCoalesce {
 		// Small pieces make one record, not one each.
 		plain := getBuf()
@@ -544,7 +533,10 @@ func (c *Conn) tlsWriteLocked(b []byte, bufs [][]byte, total int) (int, error) {
 		*plain = appendAll((*plain)[:0], nil, bufs)
 		b, bufs = *plain, nil
 	}
-	t.cork = scratch
+	if bufs != nil || total > oneRecord {
+		// Several records: gathered, and sent as one write.
+		t.cork = getBuf()
+	}
 	var err error
 	if bufs == nil {
 		_, err = t.tc.Write(b)
@@ -555,9 +547,14 @@ func (c *Conn) tlsWriteLocked(b []byte, bufs [][]byte, total int) (int, error) {
 			}
 		}
 	}
-	t.cork = nil
-	if len(*scratch) > 0 {
-		if _, serr := c.sendLocked(*scratch, nil, len(*scratch)); serr != nil {
+	if cork := t.cork; cork != nil {
+		t.cork = nil
+		var serr error
+		if len(*cork) > 0 {
+			_, serr = c.sendLocked(*cork, nil, len(*cork))
+		}
+		putBuf(cork)
+		if serr != nil {
 			return 0, serr
 		}
 	}
