@@ -153,7 +153,7 @@ type handshake struct {
 	started  bool          // the goroutine runs; under Conn.mu
 	finished bool          // the goroutine is done with it; under Conn.mu
 	wantRead bool          // the goroutine waits for input: Readable; under Conn.mu
-	begun    bool          // its timeout runs: an end is counted; under Conn.mu
+	begun    bool          // accepted, or a dial past its connect: its end is counted; under Conn.mu
 	token    bool          // holds a worker; the goroutine's own
 	stop     func() bool   // the timeout
 }
