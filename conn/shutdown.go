@@ -84,8 +84,11 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 func (c *Conn) shutdown() (notYet bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.connExt != nil && c.dial != nil {
-		c.cancelDialLocked(closedError{"server is shutting down"})
+	if c.connExt != nil && (c.dial != nil || c.dialFailed) {
+		// Pending, or failed and on its way out: never a connection.
+		if c.dial != nil {
+			c.cancelDialLocked(closedError{"server is shutting down"})
+		}
 		return true
 	}
 	if c.flags.Load()&flagHandshake != 0 {
