@@ -129,6 +129,7 @@ type participantState struct {
 	list    batch         // guarded by mu
 	has     atomic.Bool   // list is non-empty; stored under mu, loaded without it
 	offline atomic.Bool   // written only by the owner (SkipOffline mode)
+	left    atomic.Bool   // written only by the owner: Leave, cleared by Join
 	passed  atomic.Uint64 // non-empty lists taken from it, for Stats
 }
 
@@ -233,10 +234,10 @@ func (r *Reclaimer) Mode() Mode { return r.mode }
 // Participants returns the number of participants.
 func (r *Reclaimer) Participants() int { return len(r.parts) }
 
-// Retire appends release to participant 0's list. In SkipOffline mode, if
-// the list was empty and participant 0 is offline, it wakes the Reclaimer's
-// goroutine, which carries the buck on through the offline participants and
-// runs a batch that reaches the end.
+// Retire appends release to participant 0's list. If the list was empty
+// and participant 0 is offline (SkipOffline mode) or has left (either mode),
+// it wakes the Reclaimer's goroutine, which carries the buck on through the
+// offline or absent participants and runs a batch that reaches the end.
 func (r *Reclaimer) Retire(release func()) error {
 	if release == nil {
 		return fmt.Errorf("%w: passbuck: nil release function", reclaim.ErrInvalid)
@@ -268,7 +269,7 @@ func (r *Reclaimer) Retire(release func()) error {
 	idle := false
 	if first {
 		p.has.Store(true)
-		idle = r.mode == SkipOffline && p.offline.Load()
+		idle = r.skips(p)
 	}
 	p.mu.Unlock()
 	if idle {
@@ -319,6 +320,47 @@ func (r *Reclaimer) Online(p int) {
 	}
 }
 
+// Leave marks participant p as gone, so that passers carry batches on
+// through it in either mode, and passes its list on. In SkipOffline mode it
+// is also an Offline that Online does not undo: it stores offline too, and
+// passers look at offline alone.
+func (r *Reclaimer) Leave(p int) {
+	pt := &r.parts[p]
+	if pt.left.Load() {
+		return
+	}
+	// Store, then look at the list, as in Offline: a passer that appends
+	// to p's list after this store sees p gone and carries the list on;
+	// one that appended before it left its items for Quiesce to take.
+	pt.left.Store(true)
+	r.Offline(p)
+}
+
+// Join makes participant p, which left, take part again, online. Like
+// Online, it leaves the caller to validate what it obtains afterwards.
+func (r *Reclaimer) Join(p int) {
+	pt := &r.parts[p]
+	if !pt.left.Load() {
+		return
+	}
+	pt.left.Store(false)
+	if r.mode == SkipOffline {
+		pt.offline.Store(false)
+	}
+}
+
+// skips reports whether a passer may carry a batch on through participant
+// p, which holds nothing validated that the batch could release: p is
+// offline (SkipOffline mode) or has left (either mode; in SkipOffline mode
+// leaving sets offline). The caller has appended to p's list and stored has
+// before this load.
+func (r *Reclaimer) skips(p *participant) bool {
+	if r.mode == SkipOffline {
+		return p.offline.Load()
+	}
+	return p.left.Load()
+}
+
 // take empties participant k's list and returns it.
 func (r *Reclaimer) take(k int) batch {
 	p := &r.parts[k]
@@ -346,15 +388,16 @@ func (r *Reclaimer) carry(k int, b batch, runHere bool) {
 			p.mu.Unlock()
 			return
 		}
-		// has is stored before offline is loaded, the mirror image of
-		// Offline; see there.
+		// has is stored before offline (or left) is loaded, the mirror
+		// image of Offline and Leave; see there.
 		p.has.Store(true)
-		if r.mode == Classic || !p.offline.Load() {
+		if !r.skips(p) {
 			p.mu.Unlock()
 			return // p passes it at its next quiescent point
 		}
-		// p was offline after every item in its list was appended: it
-		// holds nothing validated that any of them could release.
+		// p was offline, or gone, after every item in its list was
+		// appended: it holds nothing validated that any of them could
+		// release.
 		b = p.list
 		p.list = batch{}
 		p.has.Store(false)
@@ -476,8 +519,8 @@ func (r *Reclaimer) finish(h *node) {
 
 // Barrier returns when every release function retired before the call has
 // returned, when ctx ends (its error), or ErrClosed if the Reclaimer is
-// closed. In Classic mode it needs every participant to keep calling
-// Quiesce.
+// closed. In Classic mode it needs every participant that has not left to
+// keep calling Quiesce.
 func (r *Reclaimer) Barrier(ctx context.Context) error {
 	p := &r.parts[0]
 	p.mu.Lock()
@@ -541,6 +584,7 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 		parts[k].Holding = p.list.n
 		p.mu.Unlock()
 		parts[k].Passed = p.passed.Load()
+		parts[k].Left = p.left.Load()
 	}
 	r.bgMu.Lock()
 	consider(r.bgQueue)

@@ -10,6 +10,14 @@
 // after every participant has passed a quiescent point that began after the
 // Retire call: the grace period.
 //
+// The set of participants may change: a participant may Leave (it stops
+// taking part, and grace periods stop waiting for it, whatever the
+// implementation) and later Join again, as when a poller starts extra
+// waiters under load and retires them when idle. A membership change never
+// lets a release through early: a participant that leaves holds no
+// reference, and one that joins holds none obtained before it joined and
+// validates what it obtains afterwards, exactly as after Online.
+//
 // A participant about to block (in epoll_wait, say) may instead go Offline,
 // an extended quiescent state that lets grace periods complete without it,
 // and come back Online when the call returns. Offline is only safe when the
@@ -73,7 +81,7 @@ var (
 // A Reclaimer defers release functions until every participant has passed a
 // quiescent point after their Retire.
 //
-// Participant methods (Quiesce, Offline, Online) take the participant's
+// Participant methods (Quiesce, Offline, Online, Leave, Join) take the participant's
 // index p, which must be in [0, N); each participant's methods are called by
 // one goroutine at a time. They panic on an index out of range, like a slice
 // index: that is a bug in the caller, not a runtime condition. Participants
@@ -111,6 +119,21 @@ type Reclaimer interface {
 	// obtained while offline (the events of the blocking call) must be
 	// validated after Online returns, before use.
 	Online(p int)
+
+	// Leave announces that participant p stops taking part: it holds no
+	// reference, and no grace period waits for it until it joins again,
+	// even in an implementation where an offline participant holds grace
+	// periods up (NeedsQuiesce). It implies Offline and may run release
+	// functions on the caller's stack. Until Join, p's only call is Join;
+	// Leave on a participant that has left does nothing.
+	Leave(p int)
+
+	// Join makes participant p, which left, take part again, online. It
+	// holds no reference obtained before Join, and must validate what it
+	// obtains afterwards, as after Online. Grace periods that began before
+	// Join may or may not wait for it. Join on a participant that has not
+	// left does nothing.
+	Join(p int)
 
 	// Barrier returns nil when every release function retired before the
 	// call has returned, or the context's error if ctx ends first, or
@@ -154,4 +177,7 @@ type ParticipantStats struct {
 	// Passed counts the quiescent points at which this participant let
 	// pending releases through (not the idle ones, which cost nothing).
 	Passed uint64 `json:"passed"`
+	// Left reports that the participant has left (Leave) and not joined
+	// again. Its counters stay readable.
+	Left bool `json:"left,omitempty"`
 }

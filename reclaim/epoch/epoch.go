@@ -208,6 +208,9 @@ type participantState struct {
 	// passed counts the quiescent points at which this participant found
 	// work pending and drove; for Stats.
 	passed atomic.Uint64
+	// left is set by Leave and cleared by Join, by the participant alone;
+	// drivers never read it (ctr is 0 meanwhile), only Stats does.
+	left atomic.Bool
 }
 
 type participant struct {
@@ -436,6 +439,31 @@ func (r *Reclaimer) Online(p int) {
 	w := r.word.Load()
 	part.seen = w
 	part.ctr.Store(w / epochUnit)
+}
+
+// Leave announces that participant p stops taking part. It is Offline that
+// Online does not undo: the counter is 0, so no driver waits for p, and with
+// releases pending it drives like Offline. On a participant that has left
+// it does nothing.
+func (r *Reclaimer) Leave(p int) {
+	part := &r.parts[p]
+	if part.left.Load() {
+		return
+	}
+	part.left.Store(true)
+	r.Offline(p)
+}
+
+// Join makes participant p, which left, take part again: it publishes the
+// epoch it loads, as Online does, and never drives. On a participant that
+// has not left it does nothing.
+func (r *Reclaimer) Join(p int) {
+	part := &r.parts[p]
+	if !part.left.Load() {
+		return
+	}
+	part.left.Store(false)
+	r.Online(p)
 }
 
 // drive runs releasable entries and bumps the epoch while it can, for a
@@ -720,6 +748,7 @@ func (r *Reclaimer) Stats() reclaim.Stats {
 	for i := range r.parts {
 		ps := &s.Participants[i]
 		ps.Passed = r.parts[i].passed.Load()
+		ps.Left = r.parts[i].left.Load()
 		if c := r.parts[i].ctr.Load(); queued > 0 && c != 0 && c <= head {
 			ps.Holding = int64(queued)
 		}

@@ -179,13 +179,35 @@ func newRefMode(n int, classic bool, mut mutation) (*ref, error) {
 
 func (r *ref) Participants() int { return len(r.words) }
 
+// A participant's word: a counter in units of wordUnit, bumped at each
+// quiescent point, and two flags.
+const (
+	offlineBit = 1
+	leftBit    = 2 // set with offlineBit
+	wordUnit   = 4
+)
+
 // Each participant's word has one writer, so a load and a store will do.
-func (r *ref) Quiesce(p int) { w := &r.words[p]; w.Store(w.Load() + 2) }
-func (r *ref) Offline(p int) { w := &r.words[p]; w.Store((w.Load() + 2) | 1) }
+func (r *ref) Quiesce(p int) { w := &r.words[p]; w.Store(w.Load() + wordUnit) }
+func (r *ref) Offline(p int) { w := &r.words[p]; w.Store((w.Load() + wordUnit) | offlineBit) }
 func (r *ref) Online(p int) {
 	w := &r.words[p]
 	if r.mut != onlineIgnored {
-		w.Store(w.Load() &^ 1)
+		w.Store(w.Load() &^ offlineBit)
+	}
+}
+
+func (r *ref) Leave(p int) {
+	w := &r.words[p]
+	if v := w.Load(); v&leftBit == 0 {
+		w.Store((v + wordUnit) | offlineBit | leftBit)
+	}
+}
+
+func (r *ref) Join(p int) {
+	w := &r.words[p]
+	if v := w.Load(); v&leftBit != 0 {
+		w.Store(v &^ (offlineBit | leftBit))
 	}
 }
 
@@ -249,7 +271,11 @@ func (r *ref) Stats() reclaim.Stats {
 	s.GracePeriods = r.gracePeriods.Load()
 	s.Participants = make([]reclaim.ParticipantStats, len(r.words))
 	for i := range s.Participants {
-		s.Participants[i] = reclaim.ParticipantStats{Holding: r.holding[i].Load(), Passed: r.passed[i].Load()}
+		s.Participants[i] = reclaim.ParticipantStats{
+			Holding: r.holding[i].Load(),
+			Passed:  r.passed[i].Load(),
+			Left:    r.words[i].Load()&leftBit != 0,
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -346,7 +372,8 @@ func (r *ref) waitGracePeriod(poll *time.Timer, users int64) bool {
 	for {
 		done := true
 		for i, s := range snap {
-			offline := s&1 == 1 && !r.classic
+			// A participant that has left is skipped in every mode.
+			offline := s&leftBit != 0 || (s&offlineBit != 0 && !r.classic)
 			if !offline && r.words[i].Load() == s {
 				done = false
 				r.holding[i].Store(users)
@@ -391,6 +418,8 @@ func (r *immediate) Participants() int { return r.n }
 func (r *immediate) Quiesce(p int)     { r.check(p) }
 func (r *immediate) Offline(p int)     { r.check(p) }
 func (r *immediate) Online(p int)      { r.check(p) }
+func (r *immediate) Leave(p int)       { r.check(p) }
+func (r *immediate) Join(p int)        { r.check(p) }
 
 func (r *immediate) check(p int) {
 	if p < 0 || p >= r.n {
@@ -479,5 +508,17 @@ func (r ignoresOne) Offline(p int) {
 func (r ignoresOne) Online(p int) {
 	if !r.ignored(p) {
 		r.ref.Online(p)
+	}
+}
+
+func (r ignoresOne) Leave(p int) {
+	if !r.ignored(p) {
+		r.ref.Leave(p)
+	}
+}
+
+func (r ignoresOne) Join(p int) {
+	if !r.ignored(p) {
+		r.ref.Join(p)
 	}
 }
