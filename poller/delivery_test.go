@@ -29,7 +29,8 @@ var fdKinds = []fdKind{
 }
 
 // TestFDAccounting checks the fd leak helper itself and what the poller
-// opens and closes: New opens one eventfd and one epoll fd per set; Close
+// opens and closes: New opens a wake-up eventfd, an epoll fd and a mailbox
+// eventfd per set, and a hand-off eventfd on a shared set; Close
 // closes those and every CloseFD fd, and leaves the others open.
 func TestFDAccounting(t *testing.T) {
 	forEachConfig(t, func(t *testing.T, opts poller.Options) {
@@ -39,12 +40,12 @@ func TestFDAccounting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sets := 1
+		sets, handoff := 1, 1
 		if opts.Topology == poller.PerWaiter {
-			sets = opts.Waiters
+			sets, handoff = opts.Waiters, 0
 		}
-		if got, want := countFDs(t), before+1+2*sets; got != want {
-			t.Errorf("after New: %d fds open, want %d (a wake eventfd, and %d epoll fds and timer mailbox eventfds more)", got, want, sets)
+		if got, want := countFDs(t), before+1+2*sets+handoff; got != want {
+			t.Errorf("after New: %d fds open, want %d (a wake eventfd, %d epoll fds and timer mailbox eventfds, %d hand-off eventfd)", got, want, sets, handoff)
 		}
 		var owned, mine []int
 		for i := range 4 {

@@ -185,6 +185,14 @@ func drain(efd int) {
 	unix.Read(efd, buf[:])
 }
 
+// readable reports whether fd polls readable now; for an epoll fd, whether
+// its ready list holds an event.
+func readable(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, _ := unix.Poll(pfd, 0)
+	return n > 0 && pfd[0].Revents&unix.POLLIN != 0
+}
+
 func closeFD(fd int) { unix.Close(fd) }
 
 func gettid() int { return unix.Gettid() }

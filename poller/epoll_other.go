@@ -33,5 +33,6 @@ func replaceFD(fd, target int) error              { return ErrUnsupported }
 func newEventfd() (int, error)                    { return -1, ErrUnsupported }
 func signal(efd int)                              {}
 func drain(efd int)                               {}
+func readable(fd int) bool                        { return false }
 func closeFD(fd int)                              {}
 func gettid() int                                 { return 0 }

@@ -8,6 +8,8 @@ const (
 	MutNoGrace    = mutNoGrace
 	MutTwoLoads   = mutTwoLoads
 	MutNoValidate = mutNoValidate
+	MutNoJoin     = mutNoJoin
+	MutRegen      = mutRegen
 )
 
 // SetMutation switches a deliberate bug on (or off with MutNone) for

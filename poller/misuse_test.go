@@ -154,7 +154,8 @@ func ownFDs(t *testing.T, opts poller.Options) (p *poller.Poller, epolls, eventf
 }
 
 // TestAddRefusesOwnFDs hands Add each fd the poller opened: every waiter's
-// epoll set, the wake-up eventfd and each timer mailbox's eventfd. Add must
+// epoll set, the wake-up eventfd, each timer mailbox's eventfd and the
+// hand-off eventfd. Add must
 // refuse each with ErrInvalid saying why, leave it open (CloseFD or not),
 // and the poller must go on working on every waiter.
 func TestAddRefusesOwnFDs(t *testing.T) {
@@ -162,12 +163,12 @@ func TestAddRefusesOwnFDs(t *testing.T) {
 		t.Run(topo.String(), func(t *testing.T) {
 			const waiters = 3
 			p, epolls, eventfds := ownFDs(t, poller.Options{Waiters: waiters, Topology: topo})
-			sets := 1
+			sets, handoff := 1, 1
 			if topo == poller.PerWaiter {
-				sets = waiters
+				sets, handoff = waiters, 0
 			}
-			if len(epolls) != sets || len(eventfds) != 1+sets {
-				t.Fatalf("New opened %d epoll fds and %d eventfds, want %d and %d (wake-up plus a mailbox per set)", len(epolls), len(eventfds), sets, 1+sets)
+			if len(epolls) != sets || len(eventfds) != 1+sets+handoff {
+				t.Fatalf("New opened %d epoll fds and %d eventfds, want %d and %d (wake-up, a mailbox per set, and the shared set's hand-off)", len(epolls), len(eventfds), sets, 1+sets+handoff)
 			}
 			for _, fd := range append(epolls, eventfds...) {
 				for _, closeFD := range []bool{true, false} {

@@ -10,3 +10,7 @@ import "github.com/gracepoll/gracepoll/reclaim"
 func testHookValidate(_ *slot, _ uint32, v state, ok bool) (state, bool) { return v, ok }
 
 func testHookReclaimer(r reclaim.Reclaimer) reclaim.Reclaimer { return r }
+
+func testHookJoin(r reclaim.Reclaimer, p int) { r.Join(p) }
+
+func testHookHandedOff(_ *Poller, _ []epollEvent) {}

@@ -20,6 +20,8 @@ const (
 	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
 	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
 	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
+	mutNoJoin     // an extra waiter runs without joining the reclaimer (testHookJoin)
+	mutRegen      // handed-off events take their slot's current generation (testHookHandedOff)
 )
 
 // mutation is set by tests (export_mutation_test.go) before New.
@@ -52,4 +54,28 @@ type noGrace struct{ reclaim.Reclaimer }
 func (n noGrace) Retire(release func()) error {
 	go release()
 	return nil
+}
+
+// testHookJoin joins extra waiter p to the reclaimer, unless the mutant
+// leaves it out: grace periods then pass a waiter that holds events.
+func testHookJoin(r reclaim.Reclaimer, p int) {
+	if mutation != mutNoJoin {
+		r.Join(p)
+	}
+}
+
+// testHookHandedOff, in the mutant, "refreshes" handed-off events to their
+// slots' current generations, as if a queued handle could be trusted to
+// name whatever now lives in its slot.
+func testHookHandedOff(p *Poller, evs []epollEvent) {
+	if mutation != mutRegen {
+		return
+	}
+	for i := range evs {
+		h, e := eventOf(&evs[i])
+		if s := p.lookup(h); s != nil {
+			g := s.handle(s.load().gen())
+			evs[i] = epollEvent{Events: uint32(e), Fd: int32(uint32(g)), Pad: int32(uint32(g >> 32))}
+		}
+	}
 }

@@ -45,6 +45,10 @@ const (
 	MaxWaitTimeout = time.Hour
 )
 
+// DefaultOverrun is Options.Overrun's default: a handler running longer
+// than this is no longer a short callback, most likely blocked.
+const DefaultOverrun = 250 * time.Microsecond
+
 // DefaultReleaseWatchdog is the watchdog threshold when
 // Options.ReleaseWatchdog is 0.
 const DefaultReleaseWatchdog = 10 * time.Second
@@ -65,7 +69,8 @@ type Options struct {
 	// Topology is PerWaiter (default) or Shared.
 	Topology Topology
 	// Reclaimer makes the deferred reclaimer, with one participant per
-	// waiter; nil means pass-the-buck skipping offline waiters,
+	// waiter that may run (MaxWaiters: those not running have left, see
+	// reclaim.Reclaimer's Leave and Join); nil means pass-the-buck skipping offline waiters,
 	// passbuck.Factory(passbuck.Options{}). Any reclaimer that passes
 	// package reclaimtest's conformance suite may be plugged in, such as
 	// epoch.Factory(epoch.Options{}), or the original pass-the-buck scheme,
@@ -87,6 +92,20 @@ type Options struct {
 	// point, or holds). It never releases early. 0 means 10 s; negative
 	// disables the watchdog.
 	ReleaseWatchdog time.Duration
+	// Overrun is how long one OnEvent call (or timer function) may run
+	// on a shared set before its waiter counts as blocked. The events of
+	// a blocked waiter's batch that it has not reached go to other
+	// waiters, which validate and dispatch them like fresh ones; and when
+	// every waiter is blocked while events wait, another waiter starts, up
+	// to MaxWaiters. 0 means DefaultOverrun; negative turns both off. With
+	// PerWaiter it is ignored: a registration's events can only go to its
+	// own waiter.
+	Overrun time.Duration
+	// MaxWaiters bounds the waiters of a shared set, counting the extra
+	// ones started when all are blocked; 0 means 16 × Waiters (at most the
+	// package's MaxWaiters). An extra waiter retires once no waiter has
+	// been blocked for a second. With PerWaiter it must be 0 or Waiters.
+	MaxWaiters int
 	// TimeHandlers measures every OnEvent call, for
 	// RegistrationStats.HandlerTime: one clock read per event, a few
 	// percent of dispatch on VMs with a slow clock source. Per-waiter
@@ -108,11 +127,28 @@ func normalize(o *Options) error {
 		return bad("Options.MaxEvents = %d, want 0..%d", o.MaxEvents, MaxMaxEvents)
 	case o.Topology != Shared && o.Topology != PerWaiter:
 		return bad("unknown Options.Topology %d", int(o.Topology))
+	case o.Overrun > MaxWaitTimeout:
+		return bad("Options.Overrun = %v, want at most %v", o.Overrun, MaxWaitTimeout)
+	case o.MaxWaiters < 0 || o.MaxWaiters > MaxWaiters:
+		return bad("Options.MaxWaiters = %d, want 0..%d", o.MaxWaiters, MaxWaiters)
 	case o.ReleaseWatchdog > MaxWaitTimeout*24:
 		return bad("Options.ReleaseWatchdog = %v, want at most %v", o.ReleaseWatchdog, MaxWaitTimeout*24)
 	}
 	if o.Waiters == 0 {
 		o.Waiters = runtime.GOMAXPROCS(0)
+	}
+	switch {
+	case o.Topology == PerWaiter && o.MaxWaiters != 0 && o.MaxWaiters != o.Waiters:
+		return bad("Options.MaxWaiters = %d with PerWaiter, want 0 or Waiters (%d): only a shared set can grow", o.MaxWaiters, o.Waiters)
+	case o.MaxWaiters != 0 && o.MaxWaiters < o.Waiters:
+		return bad("Options.MaxWaiters = %d, below Options.Waiters = %d", o.MaxWaiters, o.Waiters)
+	case o.Topology == PerWaiter || o.Overrun < 0:
+		o.MaxWaiters = o.Waiters
+	case o.MaxWaiters == 0:
+		o.MaxWaiters = min(16*o.Waiters, MaxWaiters)
+	}
+	if o.Overrun == 0 {
+		o.Overrun = DefaultOverrun
 	}
 	if o.MaxEvents == 0 {
 		o.MaxEvents = 128
@@ -132,15 +168,15 @@ func newReclaimer(o *Options) (reclaim.Reclaimer, error) {
 	if f == nil {
 		f = passbuck.Factory(passbuck.Options{})
 	}
-	rec, err := f(o.Waiters)
+	rec, err := f(o.MaxWaiters)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Options.Reclaimer: %w", ErrInvalid, err)
 	}
-	if rec == nil || rec.Participants() != o.Waiters {
+	if rec == nil || rec.Participants() != o.MaxWaiters {
 		if rec != nil {
 			rec.Close()
 		}
-		return nil, fmt.Errorf("%w: Options.Reclaimer made no reclaimer with %d participants", ErrInvalid, o.Waiters)
+		return nil, fmt.Errorf("%w: Options.Reclaimer made no reclaimer with %d participants", ErrInvalid, o.MaxWaiters)
 	}
 	if reclaim.NeedsQuiesce(rec) && o.WaitTimeout == 0 {
 		rec.Close()

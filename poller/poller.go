@@ -87,11 +87,13 @@ var (
 )
 
 // Reserved handles, of generation 0, which no registration has: the
-// eventfd that Close writes to wake every waiter, and each epoll set's
-// mailbox eventfd, which says fired timers are waiting.
+// eventfd that Close writes to wake every waiter, each epoll set's mailbox
+// eventfd, which says fired timers are waiting, and the shared set's
+// hand-off eventfd, which says events handed off by a blocked waiter are.
 const (
-	wakeHandle = Handle(1<<32 - 1)
-	mailHandle = Handle(1<<32 - 2)
+	wakeHandle    = Handle(1<<32 - 1)
+	mailHandle    = Handle(1<<32 - 2)
+	handoffHandle = Handle(1<<32 - 3)
 )
 
 // Poller runs waiter goroutines on epoll. Its methods are safe for
@@ -104,8 +106,20 @@ type Poller struct {
 	epfds     []int // one per waiter (PerWaiter) or one shared
 	wakefd    int
 	mail      []mailbox // one per epoll set
+	// waiters has MaxWaiters entries: Waiters run from New to Close, the
+	// others when the monitor starts them. highWater counts the entries
+	// that have ever run.
 	waiters   []waiter
+	highWater atomic.Int32
 	wg        sync.WaitGroup
+
+	// mon and hq hand a blocked waiter's events to others and grow the
+	// waiters (monitor.go); mon is nil unless the set is shared and
+	// Options.Overrun is positive.
+	mon       *monitor
+	hq        handoff
+	handedOff atomic.Uint64 // events moved to hq; written by the monitor
+	grown     atomic.Uint64 // extra waiters started; written by the monitor
 
 	// own names the poller's own fds, which Add refuses.
 	own map[int]string
@@ -172,9 +186,10 @@ func New(opts Options) (*Poller, error) {
 		base:        time.Now(),
 		watchdog:    make(chan struct{}),
 		wdDone:      make(chan struct{}),
-		baseWait:    make([]int64, opts.Waiters),
-		baseProc:    make([]int64, opts.Waiters),
+		baseWait:    make([]int64, opts.MaxWaiters),
+		baseProc:    make([]int64, opts.MaxWaiters),
 	}
+	p.hq.efd = -1
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if opts.WaitTimeout > 0 {
 		p.timeoutMs = int((opts.WaitTimeout + time.Millisecond - 1) / time.Millisecond)
@@ -185,9 +200,18 @@ func New(opts Options) (*Poller, error) {
 		p.cancel()
 		return nil, err
 	}
+	// The waiters that are not running yet are not participants.
+	for i := opts.Waiters; i < opts.MaxWaiters; i++ {
+		p.rec.Leave(i)
+	}
+	p.highWater.Store(int32(opts.Waiters))
 	p.wg.Add(opts.Waiters)
-	for i := range p.waiters {
+	for i := range opts.Waiters {
+		p.waiters[i].running.Store(true)
 		go p.run(&p.waiters[i])
+	}
+	if p.mon != nil {
+		go p.monitor()
 	}
 	if opts.ReleaseWatchdog > 0 {
 		go p.watch()
@@ -230,13 +254,25 @@ func (p *Poller) setup() error {
 			return fmt.Errorf("poller: register mailbox eventfd: %w", err)
 		}
 	}
-	p.waiters = make([]waiter, p.opts.Waiters)
+	handoffs := p.opts.Topology == Shared && p.opts.Overrun > 0
+	if handoffs {
+		if p.hq.efd, err = newEventfd(); err != nil {
+			return err
+		}
+		p.own[p.hq.efd] = "hand-off eventfd"
+		if err := epollAdd(p.epfds[0], p.hq.efd, uint32(Readable), handoffHandle); err != nil {
+			return fmt.Errorf("poller: register hand-off eventfd: %w", err)
+		}
+		p.mon = newMonitor(p.opts.Overrun)
+	}
+	p.waiters = make([]waiter, p.opts.MaxWaiters)
 	for i := range p.waiters {
 		w := &p.waiters[i]
 		w.id = i
 		w.name = fmt.Sprintf("waiter-%d", i)
 		w.set = i % sets
 		w.epfd = p.epfds[w.set]
+		w.b.init(p.opts.MaxEvents, handoffs)
 	}
 	return nil
 }
@@ -254,13 +290,26 @@ func (p *Poller) teardown() {
 	for i := range p.mail {
 		p.mail[i].close()
 	}
+	if p.hq.efd >= 0 {
+		closeFD(p.hq.efd)
+		p.hq.efd = -1
+	}
 }
 
 // now is the poller's clock: nanoseconds since New, monotonic.
 func (p *Poller) now() int64 { return int64(time.Since(p.base)) }
 
-// Waiters returns the number of waiter goroutines.
-func (p *Poller) Waiters() int { return len(p.waiters) }
+// Waiters returns the number of waiter goroutines running now: Waiters,
+// and on a shared set the extra ones started while all were blocked.
+func (p *Poller) Waiters() int {
+	n := 0
+	for i := range int(p.highWater.Load()) {
+		if p.waiters[i].running.Load() {
+			n++
+		}
+	}
+	return n
+}
 
 // enter takes the ops fence; it fails once Close has begun.
 func (p *Poller) enter() (*xsync.RToken, error) {
@@ -312,6 +361,10 @@ func (p *Poller) shutdown() {
 	p.ops.Lock() // wait for Add, Modify, Delete, Hold, AfterFunc in flight
 	//lint:ignore SA2001 the empty critical section is that fence
 	p.ops.Unlock()
+	if p.mon != nil {
+		close(p.mon.stop) // no waiter starts after this
+		<-p.mon.done
+	}
 	signal(p.wakefd)
 	p.wg.Wait()
 	close(p.watchdog)

@@ -42,8 +42,11 @@ type Info struct {
 // WaiterStats are one waiter's statistics. Counters are totals since New;
 // Utilisation covers the window since New or the last ResetStats.
 type WaiterStats struct {
-	Index      int           `json:"index"`
-	Name       string        `json:"name"`
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	// Running is false for an extra waiter that has retired (and for
+	// every waiter after Close); its counters stay readable.
+	Running    bool          `json:"running"`
 	TID        int           `json:"tid,omitempty"` // OS thread id, with Options.LockOSThread
 	Attached   int64         `json:"attached"`      // registrations it owns (PerWaiter)
 	Events     uint64        `json:"events"`        // OnEvent calls
@@ -85,6 +88,11 @@ type Stats struct {
 	Stale           uint64        `json:"stale"`    // events dropped by validation
 	Wakeups         uint64        `json:"wakeups"`  // epoll_wait returns
 	Panics          uint64        `json:"panics"`
+	// HandedOff counts events a blocked waiter had not reached that went
+	// to other waiters, and Grown the extra waiters started while all were
+	// blocked (Options.Overrun; shared set only).
+	HandedOff uint64 `json:"handed_off"`
+	Grown     uint64 `json:"grown"`
 	// ClosedEarly counts fds found closed before Delete whose epoll entry
 	// survived through another descriptor (see Delete): found at Delete,
 	// or when their waiter renewed its epoll set.
@@ -142,8 +150,8 @@ func (p *Poller) Info(h Handle) (Info, error) {
 // WaiterStats returns waiter i's statistics, or ErrInvalid for an index
 // out of range.
 func (p *Poller) WaiterStats(i int) (WaiterStats, error) {
-	if i < 0 || i >= len(p.waiters) {
-		return WaiterStats{}, fmt.Errorf("%w: waiter %d of %d", ErrInvalid, i, len(p.waiters))
+	if n := int(p.highWater.Load()); i < 0 || i >= n {
+		return WaiterStats{}, fmt.Errorf("%w: waiter %d of %d", ErrInvalid, i, n)
 	}
 	parts := p.rec.Stats().Participants
 	p.statsMu.Lock()
@@ -171,6 +179,7 @@ func (p *Poller) waiterStatsLocked(i int, now int64, parts []reclaim.Participant
 	ws := WaiterStats{
 		Index:       i,
 		Name:        w.name,
+		Running:     w.running.Load(),
 		TID:         int(w.tid.Load()),
 		Attached:    w.attached.Load(),
 		Events:      w.events.Load(),
@@ -200,6 +209,8 @@ func (p *Poller) Stats() Stats {
 		Releases:       uint64(p.releases.Value()),
 		Panics:         uint64(p.panics.Value()),
 		ClosedEarly:    uint64(p.closedEarly.Value()),
+		HandedOff:      p.handedOff.Load(),
+		Grown:          p.grown.Load(),
 		Reclaim:        rs,
 		ReleaseLatency: p.latency.summary(),
 		OldestPending:  p.oldestPending(),
@@ -207,8 +218,8 @@ func (p *Poller) Stats() Stats {
 	p.statsMu.Lock()
 	now := p.now()
 	st.Window = time.Duration(now - p.windowStart)
-	st.Waiters = make([]WaiterStats, len(p.waiters))
-	for i := range p.waiters {
+	st.Waiters = make([]WaiterStats, p.highWater.Load())
+	for i := range st.Waiters {
 		ws := p.waiterStatsLocked(i, now, rs.Participants)
 		st.Waiters[i] = ws
 		st.Events += ws.Events
@@ -227,7 +238,7 @@ func (p *Poller) ResetStats() {
 	p.statsMu.Lock()
 	now := p.now()
 	p.windowStart = now
-	for i := range p.waiters {
+	for i := range int(p.highWater.Load()) {
 		p.baseWait[i], p.baseProc[i] = p.times(&p.waiters[i], now)
 	}
 	p.statsMu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // waiter is one waiter goroutine's state, padded against false sharing.
@@ -30,7 +31,14 @@ type waiter struct {
 	// (PerWaiter), exclusively while the waiter renews the set.
 	setMu sync.RWMutex
 	renew atomic.Bool // the set holds an entry nothing can remove: renew it
-	_     [64]byte
+	// running is set while the waiter's goroutine runs; an extra waiter
+	// of a shared set comes and goes (monitor.go).
+	running atomic.Bool
+	b       batch
+	// seen and seenAt are the monitor's: the claim cursor as it last
+	// found it, and since when (ns since Poller.base; 0 in epoll_wait).
+	seen, seenAt int64
+	_            [64]byte
 }
 
 // yieldEvery is how many consecutive busy batches a waiter runs between
@@ -45,8 +53,10 @@ const yieldEvery = 8
 //	    without blocking, online (a busy waiter never blocks)
 //	when that found nothing, or after an empty batch: offline (a quiescent
 //	    point that lasts; it may run completed releases), epoll_wait, online
-//	for each event: wake-up -> skip; mailbox -> run fired timers;
-//	                else validate against the slot word, then dispatch
+//	an extra waiter about to block that is no longer needed: leave, end
+//	for each event claimed from the batch (batch.go): wake-up -> skip;
+//	    mailbox -> run fired timers; hand-off -> take handed-off events
+//	    into the batch; else validate against the slot word, then dispatch
 //	publish the batch's counters
 //
 // Yielding and polling before blocking matter to the Go scheduler. A
@@ -69,17 +79,35 @@ func (p *Poller) run(w *waiter) {
 		w.tid.Store(int64(gettid()))
 	}
 	w.goid.Store(goid()) // once per waiter, for inCallback
-	evs := make([]epollEvent, p.opts.MaxEvents)
+	extra := w.id >= p.opts.Waiters
+	timeoutMs := p.timeoutMs
+	if extra {
+		// An extra waiter joins before its first epoll_wait, and wakes up
+		// now and then to see whether it is still needed.
+		testHookJoin(p.rec, w.id)
+		if ms := int(retireAfter / time.Millisecond); timeoutMs < 0 || timeoutMs > ms {
+			timeoutMs = ms
+		}
+	}
+	p.loop(w, extra, timeoutMs)
+	// Last, once nothing more is written to w: the monitor may reuse an
+	// extra waiter's slot as soon as it is not running.
+	w.phase.Store(0)
+	w.running.Store(false)
+}
+
+// loop is run's loop, until Close or, for an extra waiter, retirement.
+func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 	// Time is read twice per blocking epoll_wait, never per event (unless
 	// TimeHandlers): waiting is the blocking call, processing the rest.
 	last := p.now()
 	w.phase.Store(-last)
-	defer w.phase.Store(0)
 	busy, yield := false, 0
 	for {
 		if w.renew.Load() {
 			p.renewSet(w)
 		}
+		evs := w.b.evs[:w.b.room]
 		n, err := 0, error(nil)
 		if busy {
 			// Yield every few batches: goroutines made runnable
@@ -98,16 +126,23 @@ func (p *Poller) run(w *waiter) {
 			n, err = epollWait(w.epfd, evs, 0)
 		}
 		if n == 0 && err == nil {
+			if extra && p.idleExtra(w) {
+				p.rec.Leave(w.id) // holds nothing: its batch is over
+				return
+			}
 			// Offline is this waiter's quiescent point while it blocks.
 			// It may run releases that completed here.
 			p.rec.Offline(w.id)
 			t := p.now()
 			w.procNs.Add(t - last)
 			w.phase.Store(t)
-			n, err = epollWait(w.epfd, evs, p.timeoutMs)
+			n, err = epollWait(w.epfd, evs, timeoutMs)
 			last = p.now()
 			w.waitNs.Add(last - t)
 			w.phase.Store(-last)
+			if p.mon != nil {
+				p.mon.kick()
+			}
 			p.rec.Online(w.id)
 		}
 		busy = n > 0
@@ -122,31 +157,43 @@ func (p *Poller) run(w *waiter) {
 			p.rec.Offline(w.id)
 			return
 		}
-		var stale uint64
-		for i := range evs[:n] {
-			h, e := eventOf(&evs[i])
-			switch h {
-			case wakeHandle:
-				continue
-			case mailHandle:
-				p.deliverTimers(w)
-				continue
-			}
-			if s := p.lookup(h); s == nil || !p.dispatch(w, s, h, e) {
-				stale++
-			}
+		p.runBatch(w, n)
+	}
+}
+
+// runBatch validates and dispatches the n events epoll_wait returned, and
+// the events handed off to this waiter meanwhile, then publishes the
+// batch's counters.
+func (p *Poller) runBatch(w *waiter, n int) {
+	w.b.start(n)
+	var stale uint64
+	for ev := w.b.claim(); ev != nil; ev = w.b.claim() {
+		h, e := eventOf(ev)
+		switch h {
+		case wakeHandle:
+			continue
+		case mailHandle:
+			p.deliverTimers(w)
+			continue
+		case handoffHandle:
+			testHookHandedOff(p, p.hq.take(&w.b))
+			continue
 		}
-		w.wakeups.Add(1)
-		// Count OnEvent calls, not validated events: on a shared set an
-		// event merged into a running handler's next run, or a final
-		// event that lost to a Delete, calls nothing.
-		if w.calls != 0 {
-			w.events.Add(w.calls)
-			w.calls = 0
+		if s := p.lookup(h); s == nil || !p.dispatch(w, s, h, e) {
+			stale++
 		}
-		if stale != 0 {
-			w.stale.Add(stale)
-		}
+	}
+	w.b.finish()
+	w.wakeups.Add(1)
+	// Count OnEvent calls, not validated events: on a shared set an
+	// event merged into a running handler's next run, or a final event
+	// that lost to a Delete, calls nothing.
+	if w.calls != 0 {
+		w.events.Add(w.calls)
+		w.calls = 0
+	}
+	if stale != 0 {
+		w.stale.Add(stale)
 	}
 }
 

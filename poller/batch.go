@@ -1,0 +1,150 @@
+package poller
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// A waiter's batch is the events one epoll_wait returned. The waiter claims
+// them one at a time through a cursor, so that a waiter blocked in one
+// handler does not hold the rest: on a shared set the monitor takes the
+// events it has not reached and hands them to other waiters (see
+// monitor.go). A handed-off event is a raw epoll_event, a handle and event
+// bits: the waiter that takes it validates it against the slot word after
+// its own epoll_wait returned, exactly like a fresh event, so the hand-off
+// queue holds no reference the reclaimer must wait for.
+//
+// Indexes are absolute: next only grows, across batches, so the monitor
+// can read "the same value twice, Overrun apart" as "the same event all
+// along". The batch is events base..end-1, stored in evs[0:end-base].
+//
+//	the waiter claims event i := next.Add(1)-1, and stops at i >= end
+//	the monitor takes events j..end-1 with a CAS of next from j to end
+//
+// Each index goes to whichever gets to it first, so no event is run twice
+// or lost. mu orders the rest: the waiter holds it to start and end a batch
+// and to append handed-off events, the monitor while it copies events out,
+// so that epoll_wait never overwrites events being copied.
+type batch struct {
+	mu   sync.Mutex
+	evs  []epollEvent // epoll_wait fills evs[:MaxEvents]; hand-offs may add as many again
+	base int64        // index of evs[0]; written by the waiter, under mu
+	end  int64        // one past the last event; written by the waiter, under mu
+	next atomic.Int64 // the next index to claim
+	room int          // how many events one epoll_wait may return
+}
+
+func (b *batch) init(maxEvents int, handoffs bool) {
+	b.room = maxEvents
+	n := maxEvents
+	if handoffs {
+		n *= 2
+	}
+	b.evs = make([]epollEvent, n)
+}
+
+// start begins a batch of the n events epoll_wait wrote into evs[:n].
+func (b *batch) start(n int) {
+	b.mu.Lock()
+	b.base = b.next.Load()
+	b.end = b.base + int64(n)
+	b.mu.Unlock()
+}
+
+// claim returns the batch's next event, or nil at its end. Only the
+// waiter calls it.
+func (b *batch) claim() *epollEvent {
+	i := b.next.Add(1) - 1
+	if i >= b.end {
+		return nil
+	}
+	return &b.evs[i-b.base]
+}
+
+// finish ends the batch, waiting for a copy the monitor may be making, so
+// that evs can be reused.
+func (b *batch) finish() {
+	b.mu.Lock()
+	b.base = b.next.Load()
+	b.end = b.base
+	b.mu.Unlock()
+}
+
+// spare returns the room after the batch's last event. Only the waiter
+// writes there, and the monitor never reads past end.
+func (b *batch) spare() []epollEvent { return b.evs[b.end-b.base:] }
+
+// extend makes the k events written to spare part of the batch. Only the
+// waiter calls it, while it runs the batch.
+func (b *batch) extend(k int) {
+	b.mu.Lock()
+	b.end += int64(k)
+	b.mu.Unlock()
+}
+
+// takeRest moves the events the waiter has not claimed to q and returns
+// how many. The monitor calls it.
+func (b *batch) takeRest(q *handoff) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		j := b.next.Load()
+		if j >= b.end {
+			return 0
+		}
+		if b.next.CompareAndSwap(j, b.end) {
+			return q.put(b.evs[j-b.base : b.end-b.base])
+		}
+	}
+}
+
+// handoff is the queue of events taken from blocked waiters' batches, and
+// the eventfd on the shared set that says it is not empty.
+type handoff struct {
+	mu  sync.Mutex
+	efd int // -1 if the poller has no shared set
+	q   []epollEvent
+	n   atomic.Int64 // len(q), for a look without the lock
+}
+
+// put queues evs, except the wake-ups, which need no waiter, and signals
+// the eventfd. It returns how many it queued.
+func (q *handoff) put(evs []epollEvent) int {
+	q.mu.Lock()
+	k := len(q.q)
+	for _, e := range evs {
+		if h, _ := eventOf(&e); h != wakeHandle && h != handoffHandle {
+			q.q = append(q.q, e)
+		}
+	}
+	k = len(q.q) - k
+	q.n.Store(int64(len(q.q)))
+	q.mu.Unlock()
+	if k > 0 {
+		signal(q.efd)
+	}
+	return k
+}
+
+// take moves queued events to waiter batch b, as many as fit, and returns
+// them. The eventfd
+// is reset before the queue is read, so an event queued after that read
+// signals it again and another waiter comes; events that do not fit
+// signal it again too. It never holds b.mu and q.mu together, which
+// takeRest takes in the other order.
+func (q *handoff) take(b *batch) []epollEvent {
+	drain(q.efd)
+	q.mu.Lock()
+	to := b.spare()
+	k := copy(to, q.q)
+	rest := copy(q.q, q.q[k:])
+	clear(q.q[rest:])
+	q.q = q.q[:rest]
+	q.n.Store(int64(rest))
+	q.mu.Unlock()
+	if rest > 0 {
+		signal(q.efd)
+	}
+	b.extend(k)
+	return to[:k]
+}

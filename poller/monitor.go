@@ -1,0 +1,190 @@
+package poller
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// The monitor keeps a slow handler from holding up other registrations on a
+// shared set. Every waiter takes up to MaxEvents events per epoll_wait, and
+// with EPOLLONESHOT nobody else is given them: while one handler blocks
+// (a sleep, a lock, a blocking system call), the rest of its waiter's batch
+// would wait for it. And a fixed pool of waiters all blocked at once leaves
+// every ready event waiting, where a goroutine-per-connection server would
+// still answer (the floating connections of ZygOS, SOSP 2017).
+//
+// So the monitor, a goroutine that runs while any waiter is processing,
+// looks every Overrun/2 at each waiter's claim cursor. A cursor that has not
+// moved for Overrun, on a waiter that is not in epoll_wait, is a waiter
+// blocked in one handler (or timer, or release):
+//
+//   - the events of its batch it has not reached go to the hand-off queue,
+//     and the queue's eventfd wakes a free waiter, which takes them into
+//     its own batch and validates each like a fresh event (batch.go);
+//   - if every waiter is blocked and events wait (the queue, or the epoll
+//     set itself: an epoll fd polls readable while its ready list is not
+//     empty), it starts another waiter, up to MaxWaiters. The new waiter
+//     joins the reclaimer before its first epoll_wait; an extra waiter that
+//     finds nothing to do once no waiter has been blocked for a second
+//     leaves the reclaimer and ends. Its statistics stay readable.
+//
+// Per event the waiters pay one atomic add (the claim); per blocking
+// epoll_wait, one load of parked. The monitor costs nothing while every
+// waiter waits in epoll_wait: it parks until a waiter comes back with work.
+type monitor struct {
+	tick    time.Duration
+	overrun int64 // ns
+	parked  atomic.Bool
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	// needAt is the last time every waiter was blocked (ns since
+	// Poller.base); extra waiters retire a second after it.
+	needAt atomic.Int64
+}
+
+// retireAfter is how long after the last moment every waiter was blocked
+// an extra waiter with nothing to do retires.
+const retireAfter = time.Second
+
+// monitorIdleTicks is how many ticks with every waiter in epoll_wait the
+// monitor waits before it parks.
+const monitorIdleTicks = 8
+
+func newMonitor(overrun time.Duration) *monitor {
+	return &monitor{
+		tick:    max(overrun/2, 10*time.Microsecond),
+		overrun: int64(overrun),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// kick wakes a parked monitor. A waiter calls it on coming back from a
+// blocking epoll_wait: one load when the monitor runs.
+func (m *monitor) kick() {
+	if m.parked.Load() && m.parked.CompareAndSwap(true, false) {
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// monitor is the monitor's goroutine, until Close.
+func (p *Poller) monitor() {
+	m := p.mon
+	defer close(m.done)
+	t := time.NewTimer(m.tick)
+	defer t.Stop()
+	idle := 0
+	for {
+		select {
+		case <-t.C:
+		case <-m.stop:
+			return
+		}
+		if p.scan() {
+			idle = 0
+		} else if idle++; idle >= monitorIdleTicks {
+			// Stored before the waiters' phases are read again, the mirror
+			// image of a waiter storing its phase before loading parked:
+			// one of the two sees the other, so a waiter coming back with
+			// work either finds the monitor parked and wakes it, or is seen
+			// here.
+			m.parked.Store(true)
+			if !p.anyProcessing() {
+				select {
+				case <-m.wake:
+				case <-m.stop:
+					return
+				}
+			}
+			m.parked.Store(false)
+			idle = 0
+		}
+		t.Reset(m.tick)
+	}
+}
+
+// anyProcessing reports whether a running waiter is out of epoll_wait.
+func (p *Poller) anyProcessing() bool {
+	for i := range int(p.highWater.Load()) {
+		if w := &p.waiters[i]; w.running.Load() && w.phase.Load() < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// scan looks at every waiter once, hands off the batches of blocked ones,
+// and starts a waiter if all are blocked while events wait. It reports
+// whether any waiter was processing.
+func (p *Poller) scan() (processing bool) {
+	m := p.mon
+	now := p.now()
+	running, blocked := 0, 0
+	for i := range int(p.highWater.Load()) {
+		w := &p.waiters[i]
+		if !w.running.Load() {
+			continue
+		}
+		running++
+		mark := w.b.next.Load()
+		if w.phase.Load() >= 0 {
+			w.seenAt = 0 // in epoll_wait: holds nothing back
+			continue
+		}
+		processing = true
+		if mark != w.seen || w.seenAt == 0 {
+			w.seen, w.seenAt = mark, now
+			continue
+		}
+		if now-w.seenAt < m.overrun {
+			continue
+		}
+		blocked++
+		if k := w.b.takeRest(&p.hq); k > 0 {
+			p.handedOff.Add(uint64(k))
+			// The cursor moved to the batch's end; the handler has not.
+			w.seen = w.b.next.Load()
+		}
+	}
+	if running > 0 && blocked == running && p.workWaiting() {
+		m.needAt.Store(now)
+		p.grow()
+	}
+	return processing
+}
+
+// workWaiting reports whether events wait for a waiter: handed off, or
+// ready in the shared set.
+func (p *Poller) workWaiting() bool {
+	return p.hq.n.Load() > 0 || readable(p.epfds[0])
+}
+
+// grow starts an extra waiter, if MaxWaiters allows. Only the monitor
+// calls it, and Close stops the monitor before it joins the waiters.
+func (p *Poller) grow() {
+	for i := p.opts.Waiters; i < len(p.waiters); i++ {
+		w := &p.waiters[i]
+		if w.running.Load() {
+			continue
+		}
+		w.running.Store(true)
+		if int32(i) >= p.highWater.Load() {
+			p.highWater.Store(int32(i) + 1)
+		}
+		p.grown.Add(1)
+		p.wg.Add(1)
+		go p.run(w)
+		return
+	}
+}
+
+// idleExtra reports whether extra waiter w, about to block with nothing to
+// do, should end: no waiter has been blocked for retireAfter.
+func (p *Poller) idleExtra(w *waiter) bool {
+	return w.id >= p.opts.Waiters && p.now()-p.mon.needAt.Load() > int64(retireAfter)
+}
