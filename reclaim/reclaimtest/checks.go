@@ -14,8 +14,8 @@ import (
 
 // CheckInvalid checks that newR rejects fewer than one participant with
 // ErrInvalid, that Participants reports the count asked for, that Retire(nil)
-// returns ErrInvalid without counting a retirement, and that Quiesce, Offline
-// and Online panic on an index out of range.
+// returns ErrInvalid without counting a retirement, and that Quiesce,
+// Offline, Online, Leave and Join panic on an index out of range.
 func CheckInvalid(newR reclaim.Factory, opts ...Option) error {
 	var errs []error
 	for _, n := range []int{0, -1} {
@@ -39,7 +39,7 @@ func CheckInvalid(newR reclaim.Factory, opts ...Option) error {
 			methods := []struct {
 				name string
 				f    func(int)
-			}{{"Quiesce", r.Quiesce}, {"Offline", r.Offline}, {"Online", r.Online}}
+			}{{"Quiesce", r.Quiesce}, {"Offline", r.Offline}, {"Online", r.Online}, {"Leave", r.Leave}, {"Join", r.Join}}
 			for _, m := range methods {
 				for _, p := range []int{-1, n} {
 					if !panics(func() { m.f(p) }) {
@@ -79,12 +79,22 @@ func CheckGracePeriod(newR reclaim.Factory, opts ...Option) error {
 }
 
 func gracePeriod(r reclaim.Reclaimer, hold int) error {
-	n := r.Participants()
+	return gracePeriodAmong(r, all(r.Participants()), hold)
+}
+
+// gracePeriodAmong is gracePeriod with only members taking part (the others
+// have left): hold, one of them, holds out while the other members quiesce.
+func gracePeriodAmong(r reclaim.Reclaimer, members []int, hold int) error {
 	pr := newProbe()
 	if err := r.Retire(pr.release); err != nil {
 		return fmt.Errorf("Retire(release): %w", err)
 	}
-	others := except(n, hold)
+	var others []int
+	for _, p := range members {
+		if p != hold {
+			others = append(others, p)
+		}
+	}
 	for end := time.Now().Add(notYet); time.Now().Before(end); time.Sleep(tick) {
 		for _, p := range others {
 			r.Quiesce(p)
@@ -95,9 +105,9 @@ func gracePeriod(r reclaim.Reclaimer, hold int) error {
 	}
 	for deadline := time.Now().Add(eventually); !pr.hasRun(); time.Sleep(tick) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("release did not run within %v while every participant kept quiescing", eventually)
+			return fmt.Errorf("release did not run within %v while participants %v kept quiescing", eventually, members)
 		}
-		for p := range n {
+		for _, p := range members {
 			r.Quiesce(p)
 		}
 	}
@@ -515,10 +525,10 @@ func closeRace(c config, newR reclaim.Factory) error {
 
 // CheckExactlyOnce checks that thousands of releases retired concurrently from
 // several goroutines, some of them retiring more releases in turn, while
-// participants quiesce, hold and go offline at random, each run exactly once:
-// those retired from outside a release by the time Barrier returns, all of
-// them by the time Close returns. Meanwhile Stats must never show more
-// releases than retirements, nor negative Pending.
+// participants quiesce, hold, go offline, and leave and rejoin at random,
+// each run exactly once: those retired from outside a release by the time
+// Barrier returns, all of them by the time Close returns. Meanwhile Stats
+// must never show more releases than retirements, nor negative Pending.
 func CheckExactlyOnce(newR reclaim.Factory, opts ...Option) error {
 	c := newConfig(opts)
 	const (
@@ -616,13 +626,18 @@ func CheckExactlyOnce(newR reclaim.Factory, opts ...Option) error {
 }
 
 // randomParticipant does one random step of participant p: a quiescent
-// point, a read section held for a while, or a simulated blocking call.
+// point, a read section held for a while, a simulated blocking call, or now
+// and then a spell away (Leave, Join).
 func randomParticipant(c config, r reclaim.Reclaimer, p int, rng *rand.Rand) {
-	switch k := rng.IntN(10); {
-	case k < 7:
+	switch k := rng.IntN(40); {
+	case k == 0:
+		r.Leave(p)
+		time.Sleep(time.Duration(rng.IntN(1000)) * time.Microsecond)
+		r.Join(p)
+	case k < 28:
 		r.Quiesce(p)
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Microsecond)
-	case k < 9:
+	case k < 36:
 		r.Offline(p)
 		max := 2000
 		if c.needsQuiesce {

@@ -30,9 +30,13 @@
 //     releases never run, Close is idempotent, and Retire racing with Close
 //     either runs its release exactly once or refuses it.
 //   - ExactlyOnce ([CheckExactlyOnce]): thousands of concurrent Retires, with
-//     participants quiescing and going offline at random, each run exactly
-//     once; Stats stays consistent meanwhile.
+//     participants quiescing, going offline, leaving and joining at random,
+//     each run exactly once; Stats stays consistent meanwhile.
 //   - Stats ([CheckStats]): the counters match a known sequence of calls.
+//   - Membership ([CheckMembership]): a participant that left holds no grace
+//     period up, in every mode; one that joined again holds up releases
+//     retired after its Join; releases parked on a participant that leaves
+//     still wait for the others, and none is lost; Stats reports Left.
 //   - Torture ([Torture]): an rcutorture-style stress that makes a premature
 //     release observable as a use-after-free.
 //
@@ -117,6 +121,7 @@ func Run(t *testing.T, newR reclaim.Factory, opts ...Option) {
 		{"Close", false, func(*testing.T) error { return CheckClose(newR, opts...) }},
 		{"ExactlyOnce", false, func(*testing.T) error { return CheckExactlyOnce(newR, opts...) }},
 		{"Stats", false, func(*testing.T) error { return CheckStats(newR, opts...) }},
+		{"Membership", false, func(*testing.T) error { return CheckMembership(newR, opts...) }},
 		{"Torture", false, func(t *testing.T) error {
 			rep, err := Torture(newR, TortureConfig{NeedsQuiesce: c.needsQuiesce})
 			t.Logf("torture: %v", rep)

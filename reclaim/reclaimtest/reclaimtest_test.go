@@ -43,6 +43,9 @@ func TestBroken(t *testing.T) {
 		// The naive "offline around the blocking call": a participant that
 		// comes back online is still taken for offline.
 		{"OnlineIgnored", mutant(onlineIgnored), false},
+		{"LeaveSkipsRest", mutant(leaveSkipsRest), false},
+		{"JoinStaysOffline", mutant(joinStaysOffline), false},
+		{"CountsMembers", mutant(countsMembers), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, err := reclaimtest.Torture(tc.newR, reclaimtest.TortureConfig{})
@@ -68,22 +71,29 @@ func TestMutants(t *testing.T) {
 		name  string
 		check func(reclaim.Factory, ...reclaimtest.Option) error
 		newR  reclaim.Factory
+		want  string // a failure the check must report, if set
 	}{
-		{"InlineRetire", reclaimtest.CheckNotOnCallerStack, mutant(inlineRetire)},
-		{"OfflineNotSkipped", idleCheck, newClassic},
-		{"OnlineIgnored", idleCheck, mutant(onlineIgnored)},
-		{"BarrierEarly", reclaimtest.CheckBarrier, mutant(barrierEarly)},
-		{"BarrierIgnoresContext", reclaimtest.CheckBarrier, mutant(barrierIgnoresContext)},
-		{"CloseDropsPending", reclaimtest.CheckClose, mutant(closeDropsPending)},
-		{"AcceptsAfterClose", reclaimtest.CheckClose, mutant(acceptsAfterClose)},
-		{"RunsTwice", reclaimtest.CheckExactlyOnce, mutant(runsTwice)},
-		{"PendingStuck", reclaimtest.CheckStats, mutant(pendingStuck)},
+		{"InlineRetire", reclaimtest.CheckNotOnCallerStack, mutant(inlineRetire), ""},
+		{"OfflineNotSkipped", idleCheck, newClassic, ""},
+		{"OnlineIgnored", idleCheck, mutant(onlineIgnored), ""},
+		{"BarrierEarly", reclaimtest.CheckBarrier, mutant(barrierEarly), ""},
+		{"BarrierIgnoresContext", reclaimtest.CheckBarrier, mutant(barrierIgnoresContext), ""},
+		{"CloseDropsPending", reclaimtest.CheckClose, mutant(closeDropsPending), ""},
+		{"AcceptsAfterClose", reclaimtest.CheckClose, mutant(acceptsAfterClose), ""},
+		{"RunsTwice", reclaimtest.CheckExactlyOnce, mutant(runsTwice), ""},
+		{"PendingStuck", reclaimtest.CheckStats, mutant(pendingStuck), ""},
+		{"LeaveSkipsRest", reclaimtest.CheckMembership, mutant(leaveSkipsRest), "a release ran when participant 0 left, before participants [1 2] after it passed a quiescent point"},
+		{"JoinStaysOffline", reclaimtest.CheckMembership, mutant(joinStaysOffline), "after Join(1): release ran before participant 1 passed a quiescent point"},
+		{"CountsMembers", reclaimtest.CheckMembership, mutant(countsMembers), "after Leave(0): release ran before participant 2 passed a quiescent point"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // several mutants fail only by a timeout
 			err := tc.check(tc.newR)
 			if err == nil {
 				t.Fatal("check passed a broken reclaimer")
+			}
+			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("check failed without reporting %q: %v", tc.want, err)
 			}
 			t.Logf("caught: %v", err)
 		})
@@ -119,6 +129,12 @@ type ref struct {
 	retired, released, gracePeriods atomic.Uint64
 	pending                         atomic.Int64
 
+	// For the membership mutants: participants gone, and the participant
+	// whose Leave last cut a grace period short (leaveSkipsRest), with a
+	// generation bumped at each cut.
+	gone            atomic.Int64
+	cutFrom, cutGen atomic.Int64
+
 	// Per participant, for Stats: releases it holds up, grace periods it
 	// let through.
 	holding []atomic.Int64
@@ -153,6 +169,17 @@ const (
 	acceptsAfterClose              // Retire after Close returns nil and drops the release
 	runsTwice                      // each release runs twice
 	pendingStuck                   // Stats.Pending never goes down
+	// Leave ends the grace period in progress for the participants after
+	// the leaver: as a pass-the-buck ring that hands the batch parked on
+	// the leaver straight to the end.
+	leaveSkipsRest
+	// Join clears the left flag but leaves the participant offline, so
+	// grace periods pass it while it holds references taken after Join.
+	joinStaysOffline
+	// Grace periods wait for participants 0..M-1, M the number of members:
+	// a membership count taken for a set, one participant too few per
+	// participant gone.
+	countsMembers
 )
 
 func mutant(m mutation) reclaim.Factory {
@@ -199,16 +226,30 @@ func (r *ref) Online(p int) {
 
 func (r *ref) Leave(p int) {
 	w := &r.words[p]
-	if v := w.Load(); v&leftBit == 0 {
-		w.Store((v + wordUnit) | offlineBit | leftBit)
+	v := w.Load()
+	if v&leftBit != 0 {
+		return
 	}
+	r.gone.Add(1)
+	if r.mut == leaveSkipsRest {
+		r.cutFrom.Store(int64(p))
+		r.cutGen.Add(1)
+	}
+	w.Store((v + wordUnit) | offlineBit | leftBit)
 }
 
 func (r *ref) Join(p int) {
 	w := &r.words[p]
-	if v := w.Load(); v&leftBit != 0 {
-		w.Store(v &^ (offlineBit | leftBit))
+	v := w.Load()
+	if v&leftBit == 0 {
+		return
 	}
+	r.gone.Add(-1)
+	if r.mut == joinStaysOffline {
+		w.Store(v &^ leftBit)
+		return
+	}
+	w.Store(v &^ (offlineBit | leftBit))
 }
 
 func (r *ref) Retire(release func()) error {
@@ -363,6 +404,8 @@ func (r *ref) waitGracePeriod(poll *time.Timer, users int64) bool {
 	for i := range snap {
 		snap[i] = r.words[i].Load()
 	}
+	members := len(r.words) - int(r.gone.Load())
+	cutGen := r.cutGen.Load()
 	through := make([]bool, len(r.words))
 	defer func() {
 		for i := range r.holding {
@@ -374,6 +417,12 @@ func (r *ref) waitGracePeriod(poll *time.Timer, users int64) bool {
 		for i, s := range snap {
 			// A participant that has left is skipped in every mode.
 			offline := s&leftBit != 0 || (s&offlineBit != 0 && !r.classic)
+			switch {
+			case r.mut == countsMembers && i >= members:
+				offline = true
+			case r.mut == leaveSkipsRest && r.cutGen.Load() != cutGen && int64(i) > r.cutFrom.Load():
+				offline = true
+			}
 			if !offline && r.words[i].Load() == s {
 				done = false
 				r.holding[i].Store(users)

@@ -28,6 +28,7 @@ type TortureReport struct {
 	Duration     time.Duration // the writer's run time
 	Seed         int64
 	Reads        uint64        // read sections
+	Leaves       uint64        // spells away from the reclaimer: Leave, then Join
 	Retires      uint64        // release functions accepted by Retire
 	Releases     uint64        // release function runs
 	Stats        reclaim.Stats // the reclaimer's counters just before Close
@@ -46,9 +47,9 @@ func (r TortureReport) Violations() uint64 {
 
 // String summarises the run and its violations on one line.
 func (r TortureReport) String() string {
-	return fmt.Sprintf("%d participants, %v, seed %d: %d reads, %d retires, %d releases, %d grace periods; "+
+	return fmt.Sprintf("%d participants, %v, seed %d: %d reads, %d leaves, %d retires, %d releases, %d grace periods; "+
 		"violations: %d poisoned, %d pipe too long, %d reused, %d repeated, %d unreleased",
-		r.Participants, r.Duration, r.Seed, r.Reads, r.Retires, r.Releases, r.Stats.GracePeriods,
+		r.Participants, r.Duration, r.Seed, r.Reads, r.Leaves, r.Retires, r.Releases, r.Stats.GracePeriods,
 		r.Poisoned, r.PipeTooLong, r.Reused, r.Repeated, r.Unreleased)
 }
 
@@ -69,7 +70,7 @@ type torture struct {
 	freeMu sync.Mutex
 	free   []*record
 
-	reads, retires, releases            atomic.Uint64
+	reads, leaves, retires, releases    atomic.Uint64
 	poisoned, pipeTooLong, reused, reps atomic.Uint64
 
 	errMu sync.Mutex
@@ -88,9 +89,11 @@ type torture struct {
 // millisecond), checks that the record is not poisoned, has not seen a grace
 // period end (pipe below 2) and was not reused, then passes a quiescent
 // point, or sometimes goes offline for a simulated blocking call and loads
-// the record afresh once back online. After Duration it calls Barrier, stops
-// the readers and closes the Reclaimer, checking that every accepted release
-// ran exactly once.
+// the record afresh once back online, or now and then leaves, joins again a
+// while later and loads the record afresh: a reference obtained after Join
+// counts from the Join, like one obtained after Online. After Duration it
+// calls Barrier, stops the readers and closes the Reclaimer, checking that
+// every accepted release ran exactly once.
 //
 // The error is non-nil if the run observed a violation or could not proceed
 // (newR failed, Retire failed, Barrier or Close failed or hung).
@@ -130,6 +133,7 @@ func Torture(newR reclaim.Factory, cfg TortureConfig) (TortureReport, error) {
 	t.fail(shut(r))
 
 	rep.Reads = t.reads.Load()
+	rep.Leaves = t.leaves.Load()
 	rep.Retires = t.retires.Load()
 	rep.Releases = t.releases.Load()
 	rep.Poisoned = t.poisoned.Load()
@@ -253,13 +257,19 @@ func (t *torture) reader(p int, quit <-chan struct{}) {
 		t.count(seen | check(rec, gen))
 		reads++
 
-		if rng.IntN(8) != 0 {
+		switch k := rng.IntN(32); {
+		case k == 0:
+			t.r.Leave(p)
+			t.block(rng) // away for as long as a blocking call
+			t.r.Join(p)
+			t.leaves.Add(1)
+		case k < 4:
+			t.r.Offline(p)
+			t.block(rng)
+			t.r.Online(p)
+		default:
 			t.r.Quiesce(p)
-			continue
 		}
-		t.r.Offline(p)
-		t.block(rng)
-		t.r.Online(p)
 	}
 }
 
