@@ -4,12 +4,12 @@ package poller
 
 // Mutation names for SetMutation.
 const (
-	MutNone       = mutNone
-	MutNoGrace    = mutNoGrace
-	MutTwoLoads   = mutTwoLoads
-	MutNoValidate = mutNoValidate
-	MutNoJoin     = mutNoJoin
-	MutRegen      = mutRegen
+	MutNone           = mutNone
+	MutNoGrace        = mutNoGrace
+	MutTwoLoads       = mutTwoLoads
+	MutNoValidate     = mutNoValidate
+	MutNoJoin         = mutNoJoin
+	MutOfflineBlocked = mutOfflineBlocked
 )
 
 // SetMutation switches a deliberate bug on (or off with MutNone) for

@@ -19,7 +19,7 @@ import (
 // handles are live, deleted, held or released:
 //
 //	byte 0: configuration (bit 0 topology, bits 1-2 reclaimer, bits 3-4
-//	        waiters - 1)
+//	        waiters - 1, bit 5 a 30 µs Overrun on a shared set)
 //	then:   an operation code (byte % opCount) and its argument bytes
 //
 // It checks Add, Modify, Delete, Hold, AfterFunc and Barrier results
@@ -34,7 +34,7 @@ import (
 
 // Fuzz operations.
 const (
-	fzAddEventfd  = iota // flags: bit 0 CloseFD, bit 1 edge-triggered
+	fzAddEventfd  = iota // flags: bit 0 CloseFD, bit 1 edge-triggered, bit 2 slow handler
 	fzAddPipe            // flags as above
 	fzWrite              // reg
 	fzWriteWait          // reg: write, and wait for its OnEvent if live and interested
@@ -59,6 +59,10 @@ func FuzzPoller(f *testing.F) {
 	f.Add([]byte{5, fzAddEventfd, 0, fzAddPipe, 3, fzHold, 1, fzClose, fzAddEventfd, 0, fzBarrier, fzUnhold, 1})
 	f.Add([]byte{8, fzDeleteBogus, 0, fzDeleteBogus, 1, fzAddEventfd, 1, fzDeleteBogus, 2, fzAddBad, 0, 0, fzAddBad, 1, 0, fzAddBad, 2, 0, fzAddBad, 3, 0, fzModify, 0, 4})
 	f.Add([]byte{24, fzAddPipe, 0, fzAddPipe, 1, fzAddPipe, 2, fzAddPipe, 3, fzWriteWait, 0, fzWriteWait, 1, fzWriteWait, 2, fzWriteWait, 3, fzDelete, 2, fzAddEventfd, 1, fzWriteWait, 4, fzBarrier, fzAddEventfd, 3, fzWriteWait, 5})
+	// A shared set with slow handlers: hand-offs and an extra waiter while
+	// registrations are deleted, held and barriered.
+	f.Add([]byte{32 | 8, fzAddEventfd, 4, fzAddEventfd, 5, fzAddPipe, 4, fzWrite, 0, fzWrite, 1, fzWrite, 2, fzDelete, 1, fzWriteWait, 0, fzHold, 2, fzDelete, 2, fzBarrier, fzWriteWait, 0, fzUnhold, 2, fzBarrier, fzClose})
+	f.Add([]byte{32 | 4, fzAddEventfd, 6, fzAddEventfd, 4, fzAddEventfd, 4, fzWrite, 0, fzWrite, 1, fzWrite, 2, fzDelete, 0, fzDelete, 1, fzBarrier, fzWriteWait, 2, fzAfterFunc, 2, 0, fzBarrier})
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzPoller(t, data) })
 }
 
@@ -68,6 +72,7 @@ type freg struct {
 	hv      atomic.Uint64 // h, for the callbacks: no event precedes its store
 	rd, wr  int           // wr: pipe write end, or -1
 	closeFD bool
+	slow    bool          // OnEvent sleeps past a short Overrun
 	events  poller.Events // interest set, as the model knows it
 	live    bool          // added and not deleted
 	deleted bool          // Delete returned nil
@@ -98,6 +103,11 @@ func fuzzPoller(t *testing.T, data []byte) {
 	cfg := data[0]
 	data = data[1:]
 	opts := optsFor(topologies[cfg&1], reclaimers[int(cfg>>1&3)%len(reclaimers)], 1+int(cfg>>3&3))
+	if cfg&(1<<5) != 0 && opts.Topology == poller.Shared {
+		// Slow handlers (flag bit 2) overrun this at once: their batches
+		// are handed off and waiters grow while the model is checked.
+		opts.Overrun, opts.MaxWaiters = 30*time.Microsecond, opts.Waiters+3
+	}
 	fz := &fuzzer{t: t}
 	opts.OnPanic = func(h poller.Handle, v any, stack []byte) {
 		fz.bad.Add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
@@ -155,7 +165,7 @@ func (fz *fuzzer) step(op byte, next func() byte) {
 			return
 		}
 		flags := next()
-		r := &freg{wr: -1, closeFD: flags&1 != 0, events: poller.Readable}
+		r := &freg{wr: -1, closeFD: flags&1 != 0, events: poller.Readable, slow: flags&4 != 0}
 		if flags&2 != 0 {
 			r.events |= poller.EdgeTriggered
 		}
@@ -443,6 +453,9 @@ func (fz *fuzzer) onEvent(r *freg) func(poller.Event) {
 		if h := poller.Handle(r.hv.Load()); e.Handle != h || e.FD != r.rd {
 			fz.bad.Add("event for %v fd %d delivered to %v fd %d", e.Handle, e.FD, h, r.rd)
 			return
+		}
+		if r.slow {
+			time.Sleep(200 * time.Microsecond)
 		}
 		if r.wr >= 0 {
 			readAll(e.FD)

@@ -25,8 +25,9 @@ import (
 //     set itself: an epoll fd polls readable while its ready list is not
 //     empty), it starts another waiter, up to MaxWaiters. The new waiter
 //     joins the reclaimer before its first epoll_wait; an extra waiter that
-//     finds nothing to do once no waiter has been blocked for a second
-//     leaves the reclaimer and ends. Its statistics stay readable.
+//     finds nothing to do once no waiter has been blocked for 4000 Overruns
+//     (a second by default) leaves the reclaimer and ends. Its statistics
+//     stay readable.
 //
 // Per event the waiters pay one atomic add (the claim); per blocking
 // epoll_wait, one load of parked. The monitor costs nothing while every
@@ -34,6 +35,7 @@ import (
 type monitor struct {
 	tick    time.Duration
 	overrun int64 // ns
+	retire  time.Duration
 	parked  atomic.Bool
 	wake    chan struct{}
 	stop    chan struct{}
@@ -43,9 +45,10 @@ type monitor struct {
 	needAt atomic.Int64
 }
 
-// retireAfter is how long after the last moment every waiter was blocked
-// an extra waiter with nothing to do retires.
-const retireAfter = time.Second
+// retireOverruns is how long, in Overruns, after the last moment every
+// waiter was blocked an extra waiter with nothing to do retires: a second
+// at the default Overrun.
+const retireOverruns = 4000
 
 // monitorIdleTicks is how many ticks with every waiter in epoll_wait the
 // monitor waits before it parks.
@@ -55,6 +58,7 @@ func newMonitor(overrun time.Duration) *monitor {
 	return &monitor{
 		tick:    max(overrun/2, 10*time.Microsecond),
 		overrun: int64(overrun),
+		retire:  retireOverruns * overrun,
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -145,6 +149,7 @@ func (p *Poller) scan() (processing bool) {
 			continue
 		}
 		blocked++
+		testHookBlocked(p, w)
 		if k := w.b.takeRest(&p.hq); k > 0 {
 			p.handedOff.Add(uint64(k))
 			// The cursor moved to the batch's end; the handler has not.
@@ -184,7 +189,7 @@ func (p *Poller) grow() {
 }
 
 // idleExtra reports whether extra waiter w, about to block with nothing to
-// do, should end: no waiter has been blocked for retireAfter.
+// do, should end: no waiter has been blocked for a while.
 func (p *Poller) idleExtra(w *waiter) bool {
-	return w.id >= p.opts.Waiters && p.now()-p.mon.needAt.Load() > int64(retireAfter)
+	return w.id >= p.opts.Waiters && p.now()-p.mon.needAt.Load() > int64(p.mon.retire)
 }

@@ -13,4 +13,4 @@ func testHookReclaimer(r reclaim.Reclaimer) reclaim.Reclaimer { return r }
 
 func testHookJoin(r reclaim.Reclaimer, p int) { r.Join(p) }
 
-func testHookHandedOff(_ *Poller, _ []epollEvent) {}
+func testHookBlocked(_ *Poller, _ *waiter) {}

@@ -16,12 +16,12 @@ import (
 )
 
 const (
-	mutNone       = iota
-	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
-	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
-	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
-	mutNoJoin     // an extra waiter runs without joining the reclaimer (testHookJoin)
-	mutRegen      // handed-off events take their slot's current generation (testHookHandedOff)
+	mutNone           = iota
+	mutNoGrace        // release at once, without a grace period (testHookReclaimer)
+	mutTwoLoads       // validate with two loads: generation, then state (testHookValidate)
+	mutNoValidate     // skip offline waiters but trust events after Online (testHookValidate)
+	mutNoJoin         // an extra waiter runs without joining the reclaimer (testHookJoin)
+	mutOfflineBlocked // a waiter blocked in a handler counts as offline (testHookBlocked)
 )
 
 // mutation is set by tests (export_mutation_test.go) before New.
@@ -64,18 +64,11 @@ func testHookJoin(r reclaim.Reclaimer, p int) {
 	}
 }
 
-// testHookHandedOff, in the mutant, "refreshes" handed-off events to their
-// slots' current generations, as if a queued handle could be trusted to
-// name whatever now lives in its slot.
-func testHookHandedOff(p *Poller, evs []epollEvent) {
-	if mutation != mutRegen {
-		return
-	}
-	for i := range evs {
-		h, e := eventOf(&evs[i])
-		if s := p.lookup(h); s != nil {
-			g := s.handle(s.load().gen())
-			evs[i] = epollEvent{Events: uint32(e), Fd: int32(uint32(g)), Pad: int32(uint32(g >> 32))}
-		}
+// testHookBlocked, in the mutant, takes a waiter blocked in a handler
+// offline when the monitor finds it, as if a waiter whose batch was handed
+// off held nothing: grace periods then end under the running handler.
+func testHookBlocked(p *Poller, w *waiter) {
+	if mutation == mutOfflineBlocked {
+		p.rec.Offline(w.id)
 	}
 }

@@ -39,10 +39,15 @@ var mutants = []struct {
 	name string
 	m    int
 	why  string
+	// growth: a bug in the hand-off or the growth of waiters, which only
+	// a shared set has.
+	growth bool
 }{
-	{"NoGrace", poller.MutNoGrace, "release without a grace period"},
-	{"TwoLoads", poller.MutTwoLoads, "validation with two loads (generation, then state)"},
-	{"NoValidate", poller.MutNoValidate, "skipping offline waiters without validating events after Online"},
+	{"NoGrace", poller.MutNoGrace, "release without a grace period", false},
+	{"TwoLoads", poller.MutTwoLoads, "validation with two loads (generation, then state)", false},
+	{"NoValidate", poller.MutNoValidate, "skipping offline waiters without validating events after Online", false},
+	{"NoJoin", poller.MutNoJoin, "an extra waiter that runs without joining the reclaimer", true},
+	{"OfflineBlocked", poller.MutOfflineBlocked, "a waiter blocked in a handler counted as offline once its batch is handed off", true},
 }
 
 // TestMutationTorture runs the torture against each mutant, in both
@@ -64,6 +69,9 @@ func runMutants(t *testing.T, test string) {
 	for _, mu := range mutants {
 		t.Run(mu.name, func(t *testing.T) {
 			for _, topo := range topologies {
+				if mu.growth && topo != poller.Shared {
+					continue
+				}
 				t.Run(topo.String(), func(t *testing.T) {
 					runMutantChild(t, exe, test, mu.name, mu.why, topo)
 				})
@@ -135,10 +143,10 @@ func TestMutationChild(t *testing.T) {
 	test, name := parts[0], parts[1]
 	ti, _ := strconv.Atoi(parts[2])
 	topo := poller.Topology(ti)
-	m := -1
+	m, growth := -1, false
 	for _, mu := range mutants {
 		if mu.name == name {
-			m = mu.m
+			m, growth = mu.m, mu.growth
 		}
 	}
 	if m < 0 {
@@ -157,6 +165,13 @@ func TestMutationChild(t *testing.T) {
 			// Few lanes: slots and fd numbers are reused at once; many
 			// waiters: events are in flight on waiters gone offline.
 			lanes: 3, waiters: 6, maxRound: 300 * time.Millisecond,
+		}
+		if growth {
+			// Fewer waiters than lanes, so that all of them block and
+			// extra ones start; classic pass-the-buck, where a
+			// participant that has not joined is skipped even while
+			// online (SkipOffline takes Online as a join).
+			cfg.lanes, cfg.waiters, cfg.rk = 8, 2, passBuckClassic
 		}
 		res := runTorture(t, cfg)
 		res.summary(t, "mutant "+name+" "+topo.String())

@@ -48,6 +48,10 @@ import (
 //     goroutine left (TestMain's goleak check);
 //   - a panic in any callback.
 //
+// On a shared set the Overrun is short (20-100 µs), so that handlers that
+// jitter hand their batches off, waiters grow and retire (joining and
+// leaving the reclaimer) while all of the above goes on.
+//
 // -torture.duration sets the total run time, split evenly among the
 // configurations (both topologies times every reclaimer); each
 // configuration runs rounds of a few hundred milliseconds, each round a new
@@ -68,7 +72,12 @@ func TestTorture(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d, %v per configuration", seed, per)
-	i := 0
+	i, retired := 0, int64(0)
+	defer func() {
+		if !t.Failed() && retired == 0 {
+			t.Errorf("no extra waiter retired in any shared-set configuration: the torture did not exercise leaving")
+		}
+	}()
 	for _, topo := range topologies {
 		for _, rk := range reclaimers {
 			i++
@@ -90,6 +99,13 @@ func TestTorture(t *testing.T) {
 					if m.n == 0 {
 						t.Errorf("no %s in %v: the torture did not run", m.what, per)
 					}
+				}
+				if topo == poller.Shared {
+					if c.handedOff.Load() == 0 || c.grown.Load() == 0 {
+						t.Errorf("shared set: %d events handed off, %d waiters started in %v: the torture did not exercise them",
+							c.handedOff.Load(), c.grown.Load(), per)
+					}
+					retired += c.retired.Load()
 				}
 			})
 		}
@@ -117,7 +133,8 @@ type tortureConfig struct {
 type tcounters struct {
 	ops, adds, events, releases, deletes, handlerDeletes, hangUps,
 	finals, modifies, holds, timers, timersRun, timersStopped,
-	barriers, closesInHandler, tcp, rounds atomic.Int64
+	barriers, closesInHandler, tcp, rounds,
+	handedOff, grown, retired atomic.Int64 // events handed off, waiters started and retired
 }
 
 type tortureResult struct {
@@ -133,11 +150,12 @@ func (r *tortureResult) summary(t testing.TB, name string) {
 	t.Helper()
 	c := &r.c
 	ws := slices.Compact(slices.Sorted(slices.Values(r.waiters)))
-	t.Logf("%s W=%s: %d ops, %d violations (%d registrations, %d events, %d stale events dropped, %d deletes (%d in handlers), %d final hang-up events, %d modifies, %d holds, %d timers (%d ran, %d stopped), %d barriers, %d rounds (%d closed from a handler), slowest Close %v)",
+	t.Logf("%s W=%s: %d ops, %d violations (%d registrations, %d events, %d stale events dropped, %d deletes (%d in handlers), %d final hang-up events, %d modifies, %d holds, %d timers (%d ran, %d stopped), %d barriers, %d rounds (%d closed from a handler), slowest Close %v, %d events handed off, %d extra waiters started, %d retired)",
 		name, intsString(ws), c.ops.Load(), r.viol.Count(), c.adds.Load(), c.events.Load(), r.stale,
 		c.deletes.Load(), c.handlerDeletes.Load(), c.finals.Load(), c.modifies.Load(), c.holds.Load(),
 		c.timers.Load(), c.timersRun.Load(), c.timersStopped.Load(), c.barriers.Load(),
-		c.rounds.Load(), c.closesInHandler.Load(), r.closeMax.Round(time.Microsecond))
+		c.rounds.Load(), c.closesInHandler.Load(), r.closeMax.Round(time.Microsecond),
+		c.handedOff.Load(), c.grown.Load(), c.retired.Load())
 }
 
 func (r *tortureResult) fail(t testing.TB) {
@@ -301,6 +319,13 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 	}
 	r.listener = newListener()
 	opts := optsFor(cfg.topo, cfg.rk, w)
+	if cfg.topo == poller.Shared {
+		// An Overrun that jittering handlers exceed often: batches are
+		// handed off, waiters grow, and (after 4000 Overruns, 80-400 ms)
+		// retire, all within a round.
+		opts.Overrun = time.Duration(20+rng.IntN(80)) * time.Microsecond
+		opts.MaxWaiters = w + 1 + rng.IntN(6)
+	}
 	opts.OnPanic = func(h poller.Handle, v any, stack []byte) {
 		r.res.viol.Add("panic in a callback of %v: %v\n%s", h, v, firstLines(stack, 6))
 	}
@@ -329,10 +354,18 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 		time.Sleep(time.Duration(2+rng.IntN(40)) * time.Millisecond)
 		if rng.IntN(3) == 0 {
 			r.idle.Store(true)
-			time.Sleep(time.Duration(1+rng.IntN(20)) * time.Millisecond)
+			pause := time.Duration(1+rng.IntN(20)) * time.Millisecond
+			if opts.Overrun > 0 && rng.IntN(8) == 0 {
+				pause = 4000*opts.Overrun + 10*time.Millisecond // long enough for extra waiters to retire
+			}
+			time.Sleep(pause)
 		}
 	}
 	r.idle.Store(false)
+	st := p.Stats()
+	res.c.handedOff.Add(int64(st.HandedOff))
+	res.c.grown.Add(int64(st.Grown))
+	res.c.retired.Add(int64(st.Grown) - int64(p.Waiters()-w))
 
 	// Close: quietly, under load, or from inside a handler.
 	mode := rng.IntN(4)
@@ -377,7 +410,7 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 		time.Sleep(time.Millisecond)
 	}
 	r.check(t)
-	st := p.Stats()
+	st = p.Stats()
 	res.stale += st.Stale
 	if !cfg.mutant {
 		if st.Live != 0 || st.ReleasedNotFree != 0 || st.Releases != st.Added || st.Added != uint64(len(r.recs)) {

@@ -85,7 +85,7 @@ func (p *Poller) run(w *waiter) {
 		// An extra waiter joins before its first epoll_wait, and wakes up
 		// now and then to see whether it is still needed.
 		testHookJoin(p.rec, w.id)
-		if ms := int(retireAfter / time.Millisecond); timeoutMs < 0 || timeoutMs > ms {
+		if ms := int(max(p.mon.retire/time.Millisecond, 1)); timeoutMs < 0 || timeoutMs > ms {
 			timeoutMs = ms
 		}
 	}
@@ -176,7 +176,7 @@ func (p *Poller) runBatch(w *waiter, n int) {
 			p.deliverTimers(w)
 			continue
 		case handoffHandle:
-			testHookHandedOff(p, p.hq.take(&w.b))
+			p.hq.take(&w.b)
 			continue
 		}
 		if s := p.lookup(h); s == nil || !p.dispatch(w, s, h, e) {
