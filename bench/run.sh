@@ -25,18 +25,31 @@
 #     X25519, full with the default X25519MLKEM768, resumed: server CPU per
 #     handshake), BenchmarkTLSKV (redis-benchmark --tls, -c 50 -P 1) and
 #     BenchmarkTLSIdleMemory (10,000 idle TLS connections).
+#   - BenchmarkSkew (skew_test.go): open-loop 16-byte frames at 10,000/s
+#     over 200 connections, a fraction p in {0.5 %, 2 %} of them asking
+#     the handler to sleep D in {1 ms, 5 ms}, and the load without skew;
+#     light requests' p50/p99/p99.9/max and the rate achieved, on conn and
+#     the raw poller (4 waiters, shared set and per-waiter sets), gnet (4
+#     loops), netpoll and net. The busy-loop variant (spin) gives the
+#     server both CPUs (GOMAXPROCS=2, one shared with the client), at D
+#     1 ms only (SKEW_SPIN_D): at 2 % and 5 ms the busy loops alone would
+#     fill one of the two CPUs. While it runs, idle CPUs are kept polling
+#     (/dev/cpu_dma_latency), see pollIdle in bench/peers.
 #
-# The dispatch variants, echo, connection-cycle, kv and TLS benchmarks,
-# whose figures are ratios between variants, run in ROUNDS interleaved
-# rounds and the report takes medians and shows the spread: on a shared,
-# noisy machine a burst of outside load then hits one round of every
-# variant rather than every round of one. About 12 minutes on 2 cores.
+# The dispatch variants, echo, connection-cycle, kv, TLS and skew
+# benchmarks, whose figures are ratios between variants, run in ROUNDS
+# interleaved rounds and the report takes medians and shows the spread: on
+# a shared, noisy machine a burst of outside load then hits one round of
+# every variant rather than every round of one. About 19 minutes on 2
+# cores, 7 of them the skew benchmark.
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
 # echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N
 # (100000 requests per redis-benchmark run at -P 1, the TLS rows included,
-# ten times as many at -P 16; fewer make a row noise), OTHER_TIME (300ms),
-# LATENCY_N (2000 deletes per latency case).
+# ten times as many at -P 16; fewer make a row noise), SKEW_TIME (2s per
+# skew cell, server and round: 20,000 requests, enough for a p99.9),
+# SKEW_SPIN_D (1ms, the spin cells' D, comma-separated), OTHER_TIME
+# (300ms), LATENCY_N (2000 deletes per latency case).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +59,8 @@ ECHO_TIME=${ECHO_TIME:-1s}
 KV_N=${KV_N:-100000}
 OTHER_TIME=${OTHER_TIME:-300ms}
 LATENCY_N=${LATENCY_N:-2000}
+SKEW_TIME=${SKEW_TIME:-2s}
+SKEW_SPIN_D=${SKEW_SPIN_D:-1ms}
 
 results=$PWD/bench/results
 mkdir -p "$results"
@@ -92,6 +107,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	run go test -run '^$' -bench '^BenchmarkDispatchVariants$' -benchtime="$DISPATCH_TIME" ./bench/...
 	run_peers go test -run '^$' -bench '^Benchmark(Echo|ConnCycle|TLSEcho|TLSHandshake)$' -benchtime="$ECHO_TIME" .
 	run_peers go test -run '^$' -bench '^Benchmark(KV|TLSKV)$' -benchtime=1x -kv.n="$KV_N" .
+	run_peers go test -run '^$' -bench '^BenchmarkSkew$' -benchtime=1x -skew.time="$SKEW_TIME" -skew.work=sleep .
+	run_peers go test -run '^$' -bench '^BenchmarkSkew$' -benchtime=1x -skew.time="$SKEW_TIME" -skew.work=spin -skew.d="$SKEW_SPIN_D" .
 done
 run_peers go test -run '^$' -bench '^Benchmark(IdleMemory|TLSIdleMemory)$' -benchtime=1x .
 run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...

@@ -12,8 +12,9 @@
 // crypto/tls (gnet and netpoll have no TLS), by throughput and CPU per
 // message, handshakes per second and CPU per handshake, and memory per
 // idle connection; and, under skewed load (a few requests blocking in the
-// handler, BenchmarkSkew), the light requests' latency on conn with one
-// shared epoll set and with a set per waiter, gnet, netpoll and net. The
+// handler, BenchmarkSkew), the light requests' latency on conn and on the
+// raw poller with one shared epoll set and with a set per waiter, gnet,
+// netpoll and net. The
 // TLS servers serve a self-signed certificate made in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
@@ -84,11 +85,14 @@ var Servers = []Named{
 	// examples/kv over TLS, and the same command code on net + crypto/tls.
 	{"kv-conn-tls", "tls-kv", nil, NewKVConnTLS},
 	{"kv-net-tls", "tls-kv", nil, NewKVNetTLS},
-	// The skew servers (BenchmarkSkew): frames echoed after the delay
-	// each asks for, on conn with SkewWaiters waiters on one shared set
-	// and on a set each, gnet with SkewWaiters loops, netpoll, net.
+	// The skew servers (BenchmarkSkew): frames echoed after the work
+	// each asks for, on conn and on the raw poller with SkewWaiters
+	// waiters on one shared set and on a set each, gnet with SkewWaiters
+	// loops, netpoll, net.
 	{"skew-conn-shared", "skew", func() (Server, error) { return NewSkewConn(poller.Shared) }, nil},
 	{"skew-conn-per-waiter", "skew", func() (Server, error) { return NewSkewConn(poller.PerWaiter) }, nil},
+	{"skew-poller-shared", "skew", func() (Server, error) { return NewSkewPoller(poller.Shared) }, nil},
+	{"skew-poller-per-waiter", "skew", func() (Server, error) { return NewSkewPoller(poller.PerWaiter) }, nil},
 	{"skew-gnet", "skew", func() (Server, error) { return NewSkewGnet() }, nil},
 	{"skew-netpoll", "skew", func() (Server, error) { return NewSkewNetpoll() }, nil},
 	{"skew-net", "skew", func() (Server, error) { return NewSkewNet() }, nil},

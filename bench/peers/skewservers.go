@@ -15,17 +15,18 @@ import (
 	"github.com/panjf2000/gnet/v2"
 )
 
-// The skew servers echo fixed-size frames, each after sleeping the delay
-// the frame asks for: a handler that makes a blocking call (a database or
-// a remote service) on some requests. They are the servers of
-// BenchmarkSkew, which measures how the light requests fare behind the
-// slow ones.
+// The skew servers echo fixed-size frames, each after the work the frame
+// asks for: sleeping (a handler that makes a blocking call, a database or
+// a remote service, on some requests) or a busy loop (a handler that
+// computes). They are the servers of BenchmarkSkew, which measures how the
+// light requests fare behind the slow ones.
 //
 // A frame is SkewFrameSize bytes:
 //
 //	bytes 0-7    sequence number, little endian
-//	bytes 8-11   delay in microseconds, little endian; 0 is a light
-//	             request, anything else a slow one
+//	bytes 8-11   work, little endian: bits 0-30 its duration in
+//	             microseconds, 0 for a light request; bit 31 (SkewSpin)
+//	             set asks for a busy loop instead of a sleep
 //	bytes 12-15  the client's index of the connection, little endian
 //
 // The server echoes every frame unchanged, in order per connection, so the
@@ -39,24 +40,42 @@ const SkewFrameSize = 16
 // one of them blocks, so it is fixed, not GOMAXPROCS.
 const SkewWaiters = 4
 
-// PutSkewFrame writes the frame with sequence number seq, delay (rounded
-// down to a microsecond, 0 for a light request) and connection index ci to
+// SkewSpin is the work field's flag for a busy loop.
+const SkewSpin = 1 << 31
+
+// PutSkewFrame writes the frame with sequence number seq, work d (rounded
+// down to a microsecond, below 2^31 µs; 0 for a light request), a busy
+// loop if spin and a sleep otherwise, and connection index ci to
 // b[:SkewFrameSize].
-func PutSkewFrame(b []byte, seq uint64, delay time.Duration, ci uint32) {
+func PutSkewFrame(b []byte, seq uint64, d time.Duration, spin bool, ci uint32) {
+	work := uint32(d/time.Microsecond) &^ SkewSpin
+	if spin {
+		work |= SkewSpin
+	}
 	binary.LittleEndian.PutUint64(b[0:8], seq)
-	binary.LittleEndian.PutUint32(b[8:12], uint32(delay/time.Microsecond))
+	binary.LittleEndian.PutUint32(b[8:12], work)
 	binary.LittleEndian.PutUint32(b[12:16], ci)
 }
 
-// SkewDelay returns the delay frame asks for: 0 for a light request.
-func SkewDelay(frame []byte) time.Duration {
-	return time.Duration(binary.LittleEndian.Uint32(frame[8:12])) * time.Microsecond
+// SkewWork returns the work frame asks for: its duration (0 for a light
+// request) and whether it is a busy loop.
+func SkewWork(frame []byte) (d time.Duration, spin bool) {
+	w := binary.LittleEndian.Uint32(frame[8:12])
+	return time.Duration(w&^SkewSpin) * time.Microsecond, w&SkewSpin != 0
 }
 
-// skewHandle is every skew server's work for one frame: sleep if it is
-// slow. The frame is echoed afterwards by the caller.
+// skewHandle is every skew server's work for one frame: sleep or spin if
+// it is slow. The frame is echoed afterwards by the caller. The busy loop
+// reads the clock, a function call, so the Go scheduler can still preempt
+// it as it would any handler that computes.
 func skewHandle(frame []byte) {
-	if d := SkewDelay(frame); d > 0 {
+	d, spin := SkewWork(frame)
+	switch {
+	case d == 0:
+	case spin:
+		for t0 := time.Now(); time.Since(t0) < d; {
+		}
+	default:
 		time.Sleep(d)
 	}
 }

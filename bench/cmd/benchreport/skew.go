@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The skew comparison of bench/peers (skew_test.go): its servers in
+// column order, and the cells bench/run.sh runs in the order
+// BenchmarkSkew runs them, after the kind of work ("sleep/" or "spin/").
+var (
+	skewServers = []string{
+		"skew-conn-shared", "skew-conn-per-waiter", "skew-poller-shared", "skew-poller-per-waiter",
+		"skew-gnet", "skew-netpoll", "skew-net",
+	}
+	skewCells = []string{"none", "p=0.5%/D=1ms", "p=2%/D=1ms", "p=0.5%/D=5ms", "p=2%/D=5ms"}
+	// skewBases are the peers conn-shared is set against.
+	skewBases = []string{"skew-gnet", "skew-netpoll", "skew-net"}
+)
+
+func skewName(work, cell, server string) string {
+	return "BenchmarkSkew/" + work + "/" + cell + "/" + server
+}
+
+func renderSkew(w io.Writer, r results) {
+	fmt.Fprintf(w, "## 10. The servers under skewed load\n\n")
+	fmt.Fprintf(w, "Open-loop load (`BenchmarkSkew`): 10,000 requests/s in all over 200 connections, each 16-byte frame "+
+		"sent on a fixed schedule to a connection chosen at random without waiting for replies, every reply checked byte "+
+		"for byte; a fraction p of the frames, chosen at random (the same sequence for every server), asks the handler to "+
+		"**sleep** D (a blocking call) or to **spin** D (a busy loop) before echoing it. The client is one thread on its own "+
+		"epoll set, pinned to the second CPU; a light request's latency runs from its scheduled send to the reply's last "+
+		"byte, so a client that falls behind counts against the server, never hides it. **skew-conn-*** is a conn.Handler on "+
+		"package conn, **skew-poller-*** a server written on the poller itself, both with 4 waiters on the shared set or a "+
+		"set per waiter, the poller's other defaults; **skew-gnet** gnet v2 with 4 event loops; **skew-netpoll** "+
+		"cloudwego/netpoll's defaults (handlers on its goroutine pool); **skew-net** a goroutine per connection. "+
+		"Sleep cells: the server pinned to the first CPU with GOMAXPROCS=1, the client polling between sends on the second. "+
+		"Spin cells: a busy loop on one CPU stalls every design alike, so the server gets GOMAXPROCS=2 on **both CPUs, one "+
+		"of them shared with the client** (which then sleeps between sends instead of polling); \"none\" there is the "+
+		"no-skew load on that set-up. Figures are medians over the rounds with the range (min–max) in parentheses; each "+
+		"round runs every cell with every server, and the ratios' ranges are round by round. steal %% is the time the "+
+		"hypervisor took from the two CPUs (both summed) over the wall time: a round with steal has lost milliseconds at a "+
+		"time whatever the server did.\n\n")
+	if skipNote(w, "BenchmarkSkew") {
+		return
+	}
+	if v, ok := r.get(skewName("sleep", "none", skewServers[0]), "idle-poll"); ok && v == 0 {
+		fmt.Fprintf(w, "**Idle CPUs may have halted in this run** (idle-poll 0: /dev/cpu_dma_latency was not writable): on a "+
+			"virtual machine every cross-CPU wake-up then waits for the hypervisor, and the latencies are mostly that.\n\n")
+	}
+	for _, work := range []string{"sleep", "spin"} {
+		fmt.Fprintf(w, "### Handlers that %s\n\n", work)
+		if work == "spin" {
+			fmt.Fprintf(w, "Server on both CPUs (GOMAXPROCS=2), sharing the second with the client.\n\n")
+		}
+		fmt.Fprintf(w, "| cell | server | light p50 µs | light p99 µs | light p99.9 µs | light max µs | req/s | server util %% | steal %% | rounds |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		rows := false
+		for _, cell := range skewCells {
+			for _, s := range skewServers {
+				b := skewName(work, cell, s)
+				if _, ok := r.get(b, "light-p99-µs"); !ok {
+					continue
+				}
+				rows = true
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", cell, s, r.num(b, "light-p50-µs"),
+					r.spread(b, "light-p99-µs"), r.spread(b, "light-p99.9-µs"), r.num(b, "light-max-µs"),
+					r.spread(b, "req/s"), r.num(b, "server-util-%"), r.num(b, "steal-%"), r.runs(b, "light-p99-µs"))
+			}
+		}
+		if !rows {
+			fmt.Fprintf(w, "| not run | | | | | | | | | |\n\n")
+			continue
+		}
+		fmt.Fprintf(w, "\nskew-conn-shared's light-request latency over each peer's, per cell (below 1: lower than the peer's):\n\n")
+		fmt.Fprintf(w, "| cell |")
+		for _, base := range skewBases {
+			fmt.Fprintf(w, " p99 vs %s | p99.9 vs %s |", strings.TrimPrefix(base, "skew-"), strings.TrimPrefix(base, "skew-"))
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|---|", len(skewBases)))
+		for _, cell := range skewCells {
+			conn := skewName(work, cell, "skew-conn-shared")
+			if _, ok := r.get(conn, "light-p99-µs"); !ok {
+				continue
+			}
+			fmt.Fprintf(w, "| %s |", cell)
+			for _, base := range skewBases {
+				b := skewName(work, cell, base)
+				fmt.Fprintf(w, " %s | %s |", r.ratioCell(conn, b, "light-p99-µs"), r.ratioCell(conn, b, "light-p99.9-µs"))
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+}
