@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Model-check docs/model/passbuck.pml with spin: the correct model must pass
-# an exhaustive search, and every deliberately broken variant must violate
-# the assertion it is meant to break. Installs nothing (needs spin and gcc);
+# Model-check docs/model/passbuck.pml with spin: each correct configuration
+# (the base model, OTHERS, HANDOFF, MEMBERSHIP, HANDOFF with MEMBERSHIP)
+# must pass an exhaustive search, and every deliberately broken variant must
+# violate the assertion it is meant to break. Installs nothing (needs spin and gcc);
 # builds in a temporary directory, so nothing is left in the repository.
 #
-#   bash docs/model/check.sh       # default bounds (ITER=2 CYCLES=2): 35-50 s, <1 GB
+#   bash docs/model/check.sh       # default bounds: about 2.5 minutes, <1.5 GB
 #   BOUNDS="-DITER=3" CCFLAGS=-DCOLLAPSE bash docs/model/check.sh   # deeper
 #
 # BOUNDS goes to spin (-DITER=n epoll_wait calls per waiter, -DCYCLES=n
-# deletes), CCFLAGS to gcc when building pan (-DCOLLAPSE trades time for
-# memory).
+# deletes, -DLEAVES=n leave-and-join rounds), CCFLAGS to gcc when building
+# pan (-DCOLLAPSE trades time for memory). A line that sets -DITER=1 keeps
+# it whatever BOUNDS says (its own -D comes last).
 #
 # Exit status: 0 if every expectation holds, 1 if one is broken, 2 if a tool
 # is missing.
@@ -38,18 +40,18 @@ PARKED='nrel=='          # PARKED: nothing parked once everything is blocked
 broken=0
 start=$SECONDS
 
-# check NAME EXPECT PATTERN PANFLAGS [spin -D flags...]
+# check NAME EXPECT PATTERN PANFLAGS CCEXTRA [spin -D flags...]
 #   EXPECT is pass or fail; PATTERN (fail only) is an ERE that the violated
-#   assertion must match.
+#   assertion must match; CCEXTRA goes to gcc after CCFLAGS.
 check() {
-	local name=$1 expect=$2 pattern=$3 panflags=$4
-	shift 4
+	local name=$1 expect=$2 pattern=$3 panflags=$4 ccextra=$5
+	shift 5
 	local t0=$SECONDS
 	rm -f pan pan.* ./*.trail
 	# shellcheck disable=SC2086 # BOUNDS, CCFLAGS, panflags are word lists;
 	# a -D in a line's own flags overrides the same one in BOUNDS
 	if ! spin $BOUNDS "$@" -a passbuck.pml >spin.out 2>&1 ||
-		! gcc -w -O2 -DSAFETY $CCFLAGS -o pan pan.c >gcc.out 2>&1; then
+		! gcc -w -O2 -DSAFETY $CCFLAGS $ccextra -o pan pan.c >gcc.out 2>&1; then
 		echo "FAIL  $name: spin or gcc failed"
 		cat spin.out gcc.out
 		broken=1
@@ -101,17 +103,30 @@ check() {
 	fi
 }
 
-echo "spin model check: $(spin -V | head -1); W=3, bounds ${BOUNDS:-ITER=2 CYCLES=2}${CCFLAGS:+, cc $CCFLAGS}"
-check correct pass '' ''
+echo "spin model check: $(spin -V | head -1); W=3, bounds ${BOUNDS:-ITER=2 CYCLES=2 LEAVES=1}${CCFLAGS:+, cc $CCFLAGS}"
+check correct pass '' '' ''
 # Passers carrying other registrations' items, at any time, into any list.
-check correct,OTHERS=1,ITER=1 pass '' '' -DOTHERS=1 -DITER=1
-check TWO_LOADS fail "$USE" '' -DTWO_LOADS
-check NO_VALIDATE fail "$USE|$RELEASE" '' -DNO_VALIDATE
+check correct,OTHERS=1,ITER=1 pass '' '' '' -DOTHERS=1 -DITER=1
+# Batch hand-off through the poller-wide queue (Shared topology).
+check correct,HANDOFF,ITER=1 pass '' '' '' -DHANDOFF -DITER=1
+# Waiter 0 leaves and joins again, and may leave for good.
+check correct,MEMBERSHIP,ITER=1 pass '' '' '' -DMEMBERSHIP -DITER=1
+# Both features at once; the own event is claimed before the pick
+# (CLAIM_FIRST), and COLLAPSE keeps pan under 2 GB.
+check correct,HANDOFF,MEMBERSHIP,ITER=1,CLAIM_FIRST pass '' '' -DCOLLAPSE -DHANDOFF -DMEMBERSHIP -DITER=1 -DCLAIM_FIRST
+check TWO_LOADS fail "$USE" '' '' -DTWO_LOADS
+check NO_VALIDATE fail "$USE|$RELEASE" '' '' -DNO_VALIDATE
 # Without the PARKED check (and with pan -E: a parked batch then shows as
 # a blocked end state, which -E ignores) to show the use-after-free itself.
-check CHECK_OUTSIDE_LOCK fail "$RELEASE|$USE" -E -DCHECK_OUTSIDE_LOCK -DNOPARKED
-check NO_SIGNAL fail "$PARKED" '' -DNO_SIGNAL
-check OFFLINE_LAST fail "$PARKED" '' -DOFFLINE_LAST
+check CHECK_OUTSIDE_LOCK fail "$RELEASE|$USE" -E '' -DCHECK_OUTSIDE_LOCK -DNOPARKED
+check NO_SIGNAL fail "$PARKED" '' '' -DNO_SIGNAL
+check OFFLINE_LAST fail "$PARKED" '' '' -DOFFLINE_LAST
+check HANDOFF:TRUST_QUEUED fail "$USE|$RELEASE" '' '' -DHANDOFF -DITER=1 -DTRUST_QUEUED
+check HANDOFF:PICK_BEFORE_ONLINE fail "$USE|$RELEASE" '' '' -DHANDOFF -DITER=1 -DPICK_BEFORE_ONLINE
+check MEMBERSHIP:LEAVE_HOLDING fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DLEAVE_HOLDING
+check MEMBERSHIP:VALIDATE_BEFORE_JOIN fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DVALIDATE_BEFORE_JOIN
+check MEMBERSHIP:JOIN_KEEPS_ABSENT fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DJOIN_KEEPS_ABSENT
+check MEMBERSHIP:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVE_ONLINE
 echo "total $((SECONDS - start))s"
 if [ "$broken" != 0 ]; then
 	echo "check.sh: an expectation is broken" >&2

@@ -27,8 +27,28 @@
  *   NO_SIGNAL           Retire never wakes the reclaimer's goroutine
  *   OFFLINE_LAST        Offline looks at its list before storing offline
  * TWO_LOADS_STATE_FIRST (state, then generation) passes: see README.md.
+ *
+ * Features (separate configurations of the correct model):
+ *   HANDOFF     a shared set's batch is claimed event by event through a
+ *               cursor; a monitor may take the unclaimed rest (raw handles)
+ *               into a poller-wide queue; any waiter, once online after its
+ *               epoll_wait, picks from the queue and validates like a fresh
+ *               event. Variants:
+ *     TRUST_QUEUED        the monitor validates when it queues, the picker
+ *                         trusts the queued event
+ *     PICK_BEFORE_ONLINE  the picker takes and validates a queued event
+ *                         before its Online store
+ *   MEMBERSHIP  waiter 0 leaves (Leave: left, then Offline) and joins again
+ *               (Join: online) LEAVES times between batches, may poll
+ *               online (Quiesce, epoll_wait(0)), and at the end either
+ *               blocks for good or leaves for good. Variants:
+ *     LEAVE_HOLDING         Leave before the hold on the last event ends
+ *     VALIDATE_BEFORE_JOIN  an event obtained and validated before Join
+ *     JOIN_KEEPS_ABSENT     Join clears left but not offline
+ *     LEAVE_ONLINE          Leave stores left but not offline
  * Bounds: -DITER=n (epoll_wait calls per waiter), -DCYCLES=n (deletes),
- * -DOTHERS=n (passes carrying other registrations' items, see others).
+ * -DOTHERS=n (passes carrying other registrations' items, see others),
+ * -DLEAVES=n (leave-and-join rounds, MEMBERSHIP).
  */
 
 #define W 3
@@ -38,6 +58,11 @@
 #ifndef CYCLES
 #define CYCLES 2	/* deletes; CYCLES-1 re-adds; generations 1..CYCLES+1 */
 #endif
+
+#ifndef LEAVES
+#define LEAVES 1
+#endif
+#define NGEN (CYCLES + 1)	/* handles carry generations 1..CYCLES */
 
 #define FREE     0
 #define ACTIVE   1
@@ -66,6 +91,17 @@ bool wake;
 /* Ghost: generation waiter w validated and holds until its quiescent point
  * (0: none; generations start at 1). */
 byte held[W];
+
+#ifdef HANDOFF
+/* A waiter's batch: the one unclaimed event of our slot behind the cursor
+ * (a raw handle, i.e. its generation; 0: none or claimed). The hand-off
+ * queue: how many raw copies of each generation's handle it holds. */
+byte bat[W];
+byte hq[NGEN];
+#endif
+#ifdef MEMBERSHIP
+bool gone[W];		/* participant left (ghost of passbuck's left flag) */
+#endif
 
 #define NOHOLDER(g) (held[0] != g && held[1] != g && held[2] != g)
 
@@ -151,36 +187,206 @@ inline goOffline(w) {
 #endif
 }
 
+/* The one validating load of the slot word (generation and lifecycle
+ * together); on a match the waiter holds generation x. */
+#define VALIDATE(x)	if :: gen == x && st == ACTIVE -> held[w] = x; USE :: else fi
+
+#ifdef HANDOFF
+/* epoll_wait copies the event into the waiter's batch, unclaimed. */
+#define COPYOUT		bat[w] = epGen
+/* Claim the batch's event through the cursor (an atomic swap, racing the
+ * monitor's), then validate it. The claim is merged with the validating
+ * load: between the two the event is in the waiter's locals, seen by
+ * nobody, so delaying the claim to the load only adds behaviours. */
+#define CLAIM		if :: bat[w] != 0 -> ev = bat[w]; bat[w] = 0; VALIDATE(ev) \
+			   :: else fi; ev = 0
+#ifdef TRUST_QUEUED
+#define PICKED(x)	held[w] = x; USE	/* BUG: trusts the queued event */
+#else
+#define PICKED(x)	VALIDATE(x)		/* validated like a fresh event */
+#endif
+/* Take one raw handle from the hand-off queue into the batch and validate
+ * it (taking one per epoll_wait, in any order, is enough: at most one
+ * queued generation is current, the others are dropped by validation). */
+inline pick(w) {
+	if
+	:: atomic { hq[1] > 0 -> hq[1]--; PICKED(1) }
+#if CYCLES >= 2
+	:: atomic { hq[2] > 0 -> hq[2]--; PICKED(2) }
+#endif
+#if CYCLES >= 3
+	:: atomic { hq[3] > 0 -> hq[3]--; PICKED(3) }
+#endif
+#if CYCLES >= 4
+	:: atomic { hq[4] > 0 -> hq[4]--; PICKED(4) }
+#endif
+	:: skip
+	fi
+}
+/* After Online: the batch's own event and one picked from the queue, in
+ * either order (-DCLAIM_FIRST: own event first only, to bound the state
+ * space of the combined HANDOFF and MEMBERSHIP configuration). */
+inline claimpick(w) {
+	if
+	:: atomic { n++; CLAIM }
+		pick(w)
+#ifndef CLAIM_FIRST
+	:: pick(w);
+		atomic { n++; CLAIM }
+#endif
+	fi
+}
+#else
+#define COPYOUT		ev = epGen
+#endif
+
+#ifdef MEMBERSHIP
+/* passbuck Leave(w) at a quiescent point, after the last batch: left is
+ * stored, then Offline (offline stored, then the list looked at). left is
+ * read only by its owner (SkipOffline passers look at offline alone), so
+ * the two stores are one step. */
+inline leave(w) {
+#ifdef LEAVE_HOLDING
+	atomic { gone[w] = 1; offline[w] = 1 }	/* BUG: still holding */
+	quiesce(w);
+	atomic { QUIESCENT }
+#elif defined(LEAVE_ONLINE)
+	atomic { QUIESCENT; gone[w] = 1 }	/* BUG: offline not stored */
+	quiesce(w)
+#else
+	atomic { QUIESCENT; gone[w] = 1; offline[w] = 1 }
+	quiesce(w)
+#endif
+}
+
+/* passbuck Join(w): left cleared, then online. */
+inline join(w) {
+#ifdef VALIDATE_BEFORE_JOIN
+	/* BUG: the new waiter obtains and validates an event, then joins */
+	if
+	:: atomic { inEp -> ev = epGen }
+		atomic { VALIDATE(ev) }
+	:: skip
+	fi;
+#endif
+#ifdef JOIN_KEEPS_ABSENT
+	gone[w] = 0		/* BUG: offline stays set */
+#else
+	atomic { gone[w] = 0; offline[w] = 0 }
+#endif
+}
+#endif
+
 proctype waiter(byte w) {
 	byte ev, g, k, b, n;
 	bool off;
+#ifdef MEMBERSHIP
+	byte nl;
+#endif
 	do
 	:: n < ITER ->
+#ifdef MEMBERSHIP
+		if
+		:: w == 0 ->
+			/* after a batch: Quiesce, stay online, epoll_wait(0) */
+			atomic { QUIESCENT }
+			quiesce(w);
+			if
+			:: atomic { inEp -> COPYOUT }
+			:: skip
+			fi;
+#ifdef HANDOFF
+			claimpick(w)
+#else
+			atomic { n++; if :: ev != 0 -> VALIDATE(ev) :: else fi }
+#endif
+			goto nextb
+		:: true
+		fi;
+#endif
 		goOffline(w);
 		/* epoll_wait: copy out the item's event while it is in the
 		 * set (serialised with EPOLL_CTL_DEL), or return without it;
 		 * then Online */
 		if
-		:: atomic { inEp -> ev = epGen }
+		:: atomic { inEp -> COPYOUT }
+#if defined(HANDOFF)
+#ifdef PICK_BEFORE_ONLINE
+			pick(w);	/* BUG: before Online */
 			offline[w] = 0;
-#if defined(NO_VALIDATE)
+			atomic { n++; CLAIM }
+#else
+			offline[w] = 0;
+			claimpick(w)
+#endif
+#elif defined(NO_VALIDATE)
+			offline[w] = 0;
 			atomic { n++; held[w] = ev; USE }
 #elif defined(TWO_LOADS)
+			offline[w] = 0;
 			g = gen;	/* BUG: two loads */
 			atomic { n++; if :: g == ev && st == ACTIVE -> held[w] = ev; USE :: else fi }
 #elif defined(TWO_LOADS_STATE_FIRST)
+			offline[w] = 0;
 			g = st;		/* two loads, the other way round */
 			atomic { n++; if :: g == ACTIVE && gen == ev -> held[w] = ev; USE :: else fi }
 #else
+			offline[w] = 0;
 			/* the one validating load of the slot word */
-			atomic { n++; if :: gen == ev && st == ACTIVE -> held[w] = ev; USE :: else fi }
+			atomic { n++; VALIDATE(ev) }
 #endif
-		:: atomic { offline[w] = 0; n++ }	/* no event */
+		:: 
+#if defined(HANDOFF)
+#ifdef PICK_BEFORE_ONLINE
+			pick(w);	/* BUG: before Online */
+			atomic { offline[w] = 0; n++ }
+#else
+			atomic { offline[w] = 0; n++ }	/* no event of ours */
+			pick(w)
+#endif
+#else
+			atomic { offline[w] = 0; n++ }	/* no event */
+#endif
 		fi
-	:: else -> break
+#ifdef MEMBERSHIP
+nextb:		skip
+	:: w == 0 && nl < LEAVES ->
+		leave(w);	/* an idle waiter retired ... */
+		join(w);	/* ... and started again */
+		nl++
+#endif
+	:: n == ITER -> break
 	od;
+#ifdef MEMBERSHIP
+	if
+	:: w == 0 -> leave(w)	/* retired for good */
+	:: goOffline(w)
+	fi
+#else
 	goOffline(w)	/* then blocked in epoll_wait for good */
+#endif
 }
+
+#ifdef HANDOFF
+/* The monitor: when a waiter stays in one handler too long, it swaps the
+ * cursor to take the unclaimed rest of the batch (raw handles, not
+ * validated), appends it to the hand-off queue and signals the shared
+ * set's eventfd. The swap and the append are one step (the handle is in
+ * the monitor's hands between them, seen by nobody). The eventfd is not
+ * modelled: any waiter's epoll_wait may return, and then pick. */
+#ifdef TRUST_QUEUED
+#define QUEUE(i)	if :: gen == bat[i] && st == ACTIVE -> hq[bat[i]]++ :: else fi; bat[i] = 0
+#else
+#define QUEUE(i)	hq[bat[i]]++; bat[i] = 0
+#endif
+active proctype monitor() {
+end:	do
+	:: atomic { bat[0] != 0 -> QUEUE(0) }
+	:: atomic { bat[1] != 0 -> QUEUE(1) }
+	:: atomic { bat[2] != 0 -> QUEUE(2) }
+	od
+}
+#endif
 
 /* Delete from any goroutine (a waiter's handler included: the waiter's
  * own state is the same whichever process takes these steps). */
