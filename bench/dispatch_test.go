@@ -159,7 +159,9 @@ func gracepollLoop(b *testing.B, opts poller.Options, et bool, fds []int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := make(counters, opts.Waiters)
+	// One counter per waiter that may run: a shared set may start extra
+	// waiters if all of them stall (it should not here).
+	c := make(counters, poller.MaxWaiters)
 	events := poller.Readable
 	if et {
 		events |= poller.EdgeTriggered

@@ -109,7 +109,7 @@ func BenchmarkDispatchVariants(b *testing.B) {
 			// Edge-triggered on the shared set: serialised by the pending
 			// bit instead of a re-arm syscall.
 			b.Run(name+"/shared-et/passbuck", func(b *testing.B) {
-				gracepollLoop(b, poller.Options{Waiters: w}, true, busyEventfds(b, k))
+				gracepollLoop(b, poller.Options{Waiters: w, Topology: poller.Shared}, true, busyEventfds(b, k))
 			})
 		}
 	}

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 )
@@ -23,7 +24,9 @@ import (
 //     its own batch and validates each like a fresh event (batch.go);
 //   - if every waiter is blocked and events wait (the queue, or the epoll
 //     set itself: an epoll fd polls readable while its ready list is not
-//     empty), it starts another waiter, up to MaxWaiters. The new waiter
+//     empty), and no goroutine waits for a P (waiters that do not move
+//     because the CPU is saturated are not blocked), it starts another
+//     waiter, up to MaxWaiters. The new waiter
 //     joins the reclaimer before its first epoll_wait; an extra waiter that
 //     finds nothing to do once no waiter has been blocked for 4000 Overruns
 //     (a second by default) leaves the reclaimer and ends. Its statistics
@@ -43,6 +46,8 @@ type monitor struct {
 	// needAt is the last time every waiter was blocked (ns since
 	// Poller.base); extra waiters retire a second after it.
 	needAt atomic.Int64
+	// runnable reads the runtime's count of goroutines waiting for a P.
+	runnable [1]metrics.Sample
 }
 
 // retireOverruns is how long, in Overruns, after the last moment every
@@ -55,7 +60,7 @@ const retireOverruns = 4000
 const monitorIdleTicks = 8
 
 func newMonitor(overrun time.Duration) *monitor {
-	return &monitor{
+	m := &monitor{
 		tick:    max(overrun/2, 10*time.Microsecond),
 		overrun: int64(overrun),
 		retire:  retireOverruns * overrun,
@@ -63,6 +68,8 @@ func newMonitor(overrun time.Duration) *monitor {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	m.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	return m
 }
 
 // kick wakes a parked monitor. A waiter calls it on coming back from a
@@ -156,11 +163,21 @@ func (p *Poller) scan() (processing bool) {
 			w.seen = w.b.next.Load()
 		}
 	}
-	if running > 0 && blocked == running && p.workWaiting() {
+	if running > 0 && blocked == running && p.workWaiting() && m.spare() {
 		m.needAt.Store(now)
 		p.grow()
 	}
 	return processing
+}
+
+// spare reports whether the Go scheduler has CPU to spare: no goroutine
+// waits for a P. Waiters that stopped moving while goroutines wait to run
+// may be starved of CPU rather than blocked, and more waiters would only
+// queue up behind them.
+func (m *monitor) spare() bool {
+	metrics.Read(m.runnable[:])
+	v := m.runnable[0].Value
+	return v.Kind() != metrics.KindUint64 || v.Uint64() == 0
 }
 
 // workWaiting reports whether events wait for a waiter: handed off, or
