@@ -28,9 +28,25 @@
 // Retires that find the list non-empty need not signal, since whoever takes
 // the list takes their items too: the goroutine is woken once per batch, not
 // once per Retire. Retire thus takes one mutex whatever N is, and release
-// functions never run on its stack. All this is safe only because the caller validates, after Online,
-// everything its blocking call returned (see package reclaim and
-// docs/design.md).
+// functions never run on its stack. All this is safe only because the
+// caller validates, after Online, everything its blocking call returned
+// (see package reclaim and docs/design.md).
+//
+// A participant that leaves is carried through in both modes, as an offline
+// one is in SkipOffline mode, and for the same reason: Leave stores the
+// participant's left flag (in SkipOffline mode also offline, the flag that
+// passers there load), then passes its list on; a passer appends to the
+// list and stores has, then loads the flag, under the list's mutex. Of two
+// sequentially consistent store-then-load sequences, at least one load sees
+// the other's store, so either Leave passes on what was appended, or the
+// passer carries it on itself. Either way the batch goes on to the
+// participants after the leaver: a Leave moves the buck one step and never
+// ends a grace period. When participant 0 has left, Retire wakes the
+// Reclaimer's goroutine as it does for an offline participant 0. Join clears
+// the flag. A passer that loads it after the Join parks its batch there. One
+// that loaded it before had appended every item it carries before that
+// load, hence before the Join, and the participant validates after Join
+// what it obtains, so it sees those items' deletes.
 //
 // Release functions need not run in Retire order; Barrier tracks completion
 // by sequence number instead.

@@ -29,6 +29,9 @@
 //     the same way (without publishing an epoch: it stays offline).
 //   - Online stores the epoch it loads. It never drives: going online never
 //     ends a grace period.
+//   - Leave is an Offline that only Join undoes, and Join is Online: no
+//     driver tells a participant that left from an offline one, since both
+//     have counter 0, so the argument below covers membership changes too.
 //   - Driving: load the word (E), then read every counter; let m be the
 //     smallest of E and the counters of online participants. Entries tagged
 //     below m are releasable. The driver takes that prefix of the queue and
@@ -89,9 +92,9 @@
 //     blocking call returned). It has not stored since, so everything it
 //     holds now it obtained, or validated, after the delete, and it sees the
 //     delete.
-//   - 0: the participant was offline and uses nothing. Its next Online
-//     stores after this read, and its validating loads come later still, so
-//     they see the delete.
+//   - 0: the participant was offline, or had left, and uses nothing. Its
+//     next Online or Join stores after this read, and its validating loads
+//     come later still, so they see the delete.
 //
 // Either way no participant can still use what the entry releases. The bound
 // m <= E' matters when the counters read are all 0: an entry tagged E' may
@@ -115,7 +118,9 @@
 // the pending bit is set, reads the other counters (store, then scan). Of two
 // participants doing so at once, the later store comes before the other's
 // scan in the total order, so the last participant to catch up sees the
-// others caught up (Dekker's argument). A driver stops only when:
+// others caught up (Dekker's argument). Leave, like Offline, stores 0 and
+// then drives if the pending bit is set, so the last participant to leave
+// ends what only it held up. A driver stops only when:
 //
 //   - nothing is pending;
 //   - the oldest entry waits for an online participant that has not yet
@@ -135,8 +140,8 @@
 // The first entry of a batch bumps E itself. An entry tagged E that joins a
 // non-empty queue is seen by whoever drives for the entries before it, or
 // takes them, since the tail's tag is stored under the queue's mutex before
-// either. With every participant offline, the last one to go offline drives,
-// and after that the Retire that finds the queue empty wakes the Reclaimer's
+// either. With every participant offline or gone, the last one to go
+// drives, and after that the Retire that finds the queue empty wakes the Reclaimer's
 // goroutine, which drives without a budget. The goroutine never polls: it
 // sleeps until woken.
 package epoch
