@@ -14,8 +14,8 @@
 // idle connection; and, under skewed load (a few requests blocking in the
 // handler, BenchmarkSkew), the light requests' latency on conn and on the
 // raw poller with one shared epoll set and with a set per waiter, gnet,
-// netpoll and net. The
-// TLS servers serve a self-signed certificate made in-process (NewCert).
+// netpoll and net. The TLS servers serve a self-signed certificate made
+// in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
 // the generator examples/echo uses, which checks every reply. It is a

@@ -20,23 +20,18 @@ import (
 // skewClient is BenchmarkSkew's open-loop client: its connections to one
 // server, driven by one loop on one OS thread over an epoll set of its own.
 //
-// One thread does everything because the first version of this client,
-// a nanosleep-paced sender thread plus a goroutine per connection reading
-// (GOMAXPROCS=2 on the client's one CPU), measured itself: the reader
-// goroutines woke through Go's netpoller, ran on two Ps time-sharing one
-// CPU and cost about 70 µs of client CPU per request, and the light
-// requests' p99 was 2-4 ms without any skew for every server. Here a
-// reply is read by the thread that waits, as soon as epoll reports it, and
-// the wait ends at the next scheduled send with nanosecond precision
-// (epoll_pwait2, timer slack 1 ns), so both the sends and the readings are
-// on time to within a wake-up.
-//
-// Timed waits are not enough on a virtual machine: at 10,000 frames/s the
-// loop arms a timer every 100 µs, each costing exits to the hypervisor, and
-// the client used 55-70 % of its CPU and sent up to milliseconds late (the
-// p99 of send-lag-p99-µs). With spin set, the loop polls instead of
-// sleeping while it has frames to send: its CPU is busy all along (the
-// client's CPU is its own in the sleep cells) and it sends on time.
+// The first version of this client, a nanosleep-paced sender thread and a
+// goroutine per connection reading (GOMAXPROCS=2 on the client's one CPU),
+// used about 70 µs of client CPU per request and saw a light p99 of
+// 3-4 ms without skew for every server. Here a reply is read by the thread
+// that waits, as soon as epoll reports it. Between sends the loop either
+// polls (spin) or waits for the next scheduled send with epoll_pwait2 and
+// a timer slack of 1 ns; on the 2-vCPU machine of bench/run.sh such a
+// timed wait still ended 40 µs late at the median and 90 µs at p99, each
+// timer costing exits to the hypervisor: at 10,000 frames/s the waiting
+// client used 55-70 % of its CPU and sent up to milliseconds late
+// (send-lag-p99-µs), the polling one sends on time unless the hypervisor
+// takes its CPU away (steal-%).
 type skewClient struct {
 	conns []*skewConn
 	// spin polls epoll without blocking while frames remain to be sent,
