@@ -109,8 +109,10 @@ check correct pass '' '' ''
 check correct,OTHERS=1,ITER=1 pass '' '' '' -DOTHERS=1 -DITER=1
 # Batch hand-off through the poller-wide queue (Shared topology).
 check correct,HANDOFF,ITER=1 pass '' '' '' -DHANDOFF -DITER=1
-# Waiter 0 leaves and joins again, and may leave for good.
+# Waiter 0 leaves and joins again, and may leave for good; then the last
+# waiter does (the poller's extra waiters are the last participants).
 check correct,MEMBERSHIP,ITER=1 pass '' '' '' -DMEMBERSHIP -DITER=1
+check correct,MEMBERSHIP,ITER=1,LEAVER=2 pass '' '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2
 # Both features at once; the own event is claimed before the pick
 # (CLAIM_FIRST), and COLLAPSE keeps pan under 2 GB.
 check correct,HANDOFF,MEMBERSHIP,ITER=1,CLAIM_FIRST pass '' '' -DCOLLAPSE -DHANDOFF -DMEMBERSHIP -DITER=1 -DCLAIM_FIRST
@@ -127,6 +129,8 @@ check MEMBERSHIP:LEAVE_HOLDING fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 
 check MEMBERSHIP:VALIDATE_BEFORE_JOIN fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DVALIDATE_BEFORE_JOIN
 check MEMBERSHIP:JOIN_KEEPS_ABSENT fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DJOIN_KEEPS_ABSENT
 check MEMBERSHIP:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVE_ONLINE
+check MEMBERSHIP,LEAVER=2:VALIDATE_BEFORE_JOIN fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2 -DVALIDATE_BEFORE_JOIN
+check MEMBERSHIP,LEAVER=2:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2 -DLEAVE_ONLINE
 echo "total $((SECONDS - start))s"
 if [ "$broken" != 0 ]; then
 	echo "check.sh: an expectation is broken" >&2

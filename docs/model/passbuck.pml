@@ -48,7 +48,8 @@
  *     LEAVE_ONLINE          Leave stores left but not offline
  * Bounds: -DITER=n (epoll_wait calls per waiter), -DCYCLES=n (deletes),
  * -DOTHERS=n (passes carrying other registrations' items, see others),
- * -DLEAVES=n (leave-and-join rounds, MEMBERSHIP).
+ * -DLEAVES=n (leave-and-join rounds, MEMBERSHIP), -DLEAVER=w (which waiter
+ * leaves, MEMBERSHIP; default 0).
  */
 
 #define W 3
@@ -61,6 +62,9 @@
 
 #ifndef LEAVES
 #define LEAVES 1
+#endif
+#ifndef LEAVER
+#define LEAVER 0	/* the waiter that leaves and joins (MEMBERSHIP) */
 #endif
 #define NGEN (CYCLES + 1)	/* handles carry generations 1..CYCLES */
 
@@ -287,7 +291,7 @@ proctype waiter(byte w) {
 	:: n < ITER ->
 #ifdef MEMBERSHIP
 		if
-		:: w == 0 ->
+		:: w == LEAVER ->
 			/* after a batch: Quiesce, stay online, epoll_wait(0) */
 			atomic { QUIESCENT }
 			quiesce(w);
@@ -350,7 +354,7 @@ proctype waiter(byte w) {
 		fi
 #ifdef MEMBERSHIP
 nextb:		skip
-	:: w == 0 && nl < LEAVES ->
+	:: w == LEAVER && nl < LEAVES ->
 		leave(w);	/* an idle waiter retired ... */
 		join(w);	/* ... and started again */
 		nl++
@@ -359,7 +363,7 @@ nextb:		skip
 	od;
 #ifdef MEMBERSHIP
 	if
-	:: w == 0 -> leave(w)	/* retired for good */
+	:: w == LEAVER -> leave(w)	/* retired for good */
 	:: goOffline(w)
 	fi
 #else
