@@ -5,7 +5,7 @@
 # violate the assertion it is meant to break. Installs nothing (needs spin and gcc);
 # builds in a temporary directory, so nothing is left in the repository.
 #
-#   bash docs/model/check.sh       # default bounds: about 2.5 minutes, <1.5 GB
+#   bash docs/model/check.sh       # default bounds: about 2.5-3 minutes, <1.5 GB
 #   BOUNDS="-DITER=3" CCFLAGS=-DCOLLAPSE bash docs/model/check.sh   # deeper
 #
 # BOUNDS goes to spin (-DITER=n epoll_wait calls per waiter, -DCYCLES=n
