@@ -40,8 +40,9 @@
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
 # interleaved rounds and the report takes medians and shows the spread: on
 # a shared, noisy machine a burst of outside load then hits one round of
-# every variant rather than every round of one. About 19 minutes on 2
-# cores, 7 of them the skew benchmark.
+# every variant rather than every round of one. About 20 minutes on 2
+# cores, 8 of them the skew benchmark (about 2.7 s per cell and server at
+# SKEW_TIME=2s, 56 of them per round).
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
 # echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N
