@@ -66,11 +66,10 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{h: h, opts: opts, p: p, base: time.Now()}
-	s.bufs = make([][]byte, p.Waiters())
-	s.inputs = make([]input, p.Waiters())
-	for i := range s.bufs {
-		s.bufs[i] = make([]byte, opts.ReadBuffer)
-	}
+	// Per-waiter buffers, made by each waiter on its first read: a shared
+	// set may start extra waiters, up to MaxWaiters, that never run.
+	s.bufs = make([][]byte, p.MaxWaiters())
+	s.inputs = make([]input, p.MaxWaiters())
 	if opts.TLS != nil {
 		s.initTLS()
 	}
@@ -476,7 +475,7 @@ func (s *Server) read(c *Conn, e poller.Event) {
 	if f&flagClosing != 0 {
 		state = stClosing
 	}
-	buf := s.bufs[e.Waiter]
+	buf := s.readBuf(e.Waiter)
 	n, err := read(c.fd, buf)
 	if e.Events&(poller.HangUp|poller.Error) != 0 {
 		// The final event: read all that arrived before the hang-up
@@ -727,4 +726,13 @@ func (s *Server) Stats() ServerStats {
 		}
 	}
 	return st
+}
+
+// readBuf returns waiter w's read buffer, made on its first use. Only that
+// waiter calls it.
+func (s *Server) readBuf(w int) []byte {
+	if s.bufs[w] == nil {
+		s.bufs[w] = make([]byte, s.opts.ReadBuffer)
+	}
+	return s.bufs[w]
 }

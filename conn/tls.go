@@ -105,10 +105,7 @@ type tlsServer struct {
 func (s *Server) initTLS() {
 	s.tls.once.Do(func() {
 		s.tls.workers = make(chan struct{}, s.opts.HandshakeWorkers)
-		s.tls.plain = make([][]byte, s.p.Waiters())
-		for i := range s.tls.plain {
-			s.tls.plain[i] = make([]byte, s.opts.ReadBuffer)
-		}
+		s.tls.plain = make([][]byte, s.p.MaxWaiters()) // made on first use, as Server.bufs
 	})
 }
 
@@ -611,7 +608,7 @@ func (s *Server) readTLS(c *Conn, e poller.Event) {
 		return
 	}
 	if sock && t.sockErr == nil {
-		buf := s.bufs[e.Waiter]
+		buf := s.readBuf(e.Waiter)
 		for {
 			n, err := read(c.fd, buf)
 			if n > 0 {
@@ -673,6 +670,9 @@ func (t *tlsConn) own() []byte {
 // updateLocked asks for).
 func (s *Server) decrypt(c *Conn, waiter int) {
 	t := c.tls
+	if s.tls.plain[waiter] == nil {
+		s.tls.plain[waiter] = make([]byte, s.opts.ReadBuffer)
+	}
 	plain := s.tls.plain[waiter]
 	filled := 0
 	var end error

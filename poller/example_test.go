@@ -381,3 +381,57 @@ func ExampleOptions_reclaimer() {
 	// true
 	// <nil>
 }
+
+// On a shared set a handler that blocks holds up only its own registration:
+// here the first pipe's handler waits for the second's, which another
+// waiter runs (a waiter started for it, if every waiter were blocked).
+func ExampleOptions_shared() {
+	p, err := poller.New(poller.Options{Topology: poller.Shared, Waiters: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	second := make(chan struct{})
+	done := make(chan string, 1)
+	add := func(onEvent func()) (*os.File, error) {
+		r, w, fd, err := pipe()
+		if err != nil {
+			return nil, err
+		}
+		var once atomic.Bool
+		_, err = p.Add(poller.Registration{FD: fd, Events: poller.Readable,
+			OnEvent: func(poller.Event) {
+				if once.CompareAndSwap(false, true) {
+					onEvent()
+				}
+			},
+			OnRelease: func(poller.Released) { r.Close(); w.Close() }})
+		return w, err
+	}
+	w1, err := add(func() {
+		select {
+		case <-second: // a blocking call: a lock, a disk read, another service
+			done <- "the second ran while the first blocked"
+		case <-time.After(10 * time.Second):
+			done <- "the second waited for the first"
+		}
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w2, err := add(func() { close(second) })
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w1.Write([]byte("1"))
+	time.Sleep(time.Millisecond) // the first handler is running
+	w2.Write([]byte("2"))
+	fmt.Println(<-done)
+	fmt.Println("extra waiters started:", p.Stats().Grown)
+	// Output:
+	// the second ran while the first blocked
+	// extra waiters started: 1
+}

@@ -21,8 +21,13 @@ const (
 	// atomic per event. It is what gnet and netpoll do with their loops.
 	PerWaiter Topology = iota
 	// Shared is one epoll set that every waiter waits on: any waiter may
-	// dispatch any registration, which balances uneven load. Serialisation
-	// costs an EPOLLONESHOT re-arm syscall per event for level-triggered
+	// dispatch any registration, which balances uneven load. A waiter
+	// blocked in one handler hands the rest of its batch to the others,
+	// and when all block another waiter starts (Options.Overrun,
+	// Options.MaxWaiters), so a slow or blocking handler delays only its
+	// own registration. Choose it for handlers of uneven cost or that may
+	// block; PerWaiter for uniform, tiny handlers. Serialisation costs an
+	// EPOLLONESHOT re-arm syscall per event for level-triggered
 	// registrations, an atomic pending bit for edge-triggered ones.
 	Shared
 )

@@ -43,6 +43,16 @@
 //     operation validates the generation, and a Delete cannot come between
 //     Add's publish and its EPOLL_CTL_ADD. (Poller.Add holds slot.ctlMu.)
 //
+// On a shared set (Topology Shared) a slow handler delays only its own
+// registration: a waiter blocked in one handler for Options.Overrun hands
+// the events of its batch it has not reached to the other waiters, which
+// validate them like fresh events, and when every waiter is blocked while
+// events wait, another waiter starts, up to Options.MaxWaiters, joining the
+// reclaimer before its first epoll_wait; an idle extra waiter leaves it and
+// ends. Neither lets a release through early: a handed-off event holds no
+// reference until it is validated, and a waiter leaves only between
+// batches.
+//
 // A handler that panics does not take the poller down: the panic is
 // recovered, reported to Options.OnPanic (or logged with log/slog), and the
 // registration is deleted, since its state is suspect.
@@ -298,6 +308,11 @@ func (p *Poller) teardown() {
 
 // now is the poller's clock: nanoseconds since New, monotonic.
 func (p *Poller) now() int64 { return int64(time.Since(p.base)) }
+
+// MaxWaiters returns the most waiters the poller may run
+// (Options.MaxWaiters, or Waiters on per-waiter sets): every Event.Waiter
+// is below it, so per-waiter state can be a slice of this length.
+func (p *Poller) MaxWaiters() int { return len(p.waiters) }
 
 // Waiters returns the number of waiter goroutines running now: Waiters,
 // and on a shared set the extra ones started while all were blocked.

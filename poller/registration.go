@@ -124,7 +124,7 @@ type Event struct {
 	Handle Handle
 	FD     int
 	Events Events
-	Waiter int // index of the waiter dispatching it
+	Waiter int // index of the waiter dispatching it, below Poller.MaxWaiters
 }
 
 // Released tells OnRelease which registration ended and why. The

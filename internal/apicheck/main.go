@@ -201,7 +201,7 @@ func run() error {
 	p.ResetStats()
 	var st poller.Stats = p.Stats()
 	var lat poller.Latency = st.ReleaseLatency
-	if len(st.Waiters) != p.Waiters() || st.Live != 1 || st.ReleasedNotFree != 0 || st.Added != 1 || st.Deleted != 0 ||
+	if len(st.Waiters) != p.Waiters() || p.MaxWaiters() < p.Waiters() || st.HandedOff != 0 || st.Grown != 0 || st.Live != 1 || st.ReleasedNotFree != 0 || st.Added != 1 || st.Deleted != 0 ||
 		st.Releases != 0 || st.Events < 1 || st.Stale != 0 || st.Wakeups < 1 || st.Panics != 0 || st.ClosedEarly != 0 ||
 		lat.P50 != 0 || lat.P99 != 0 || lat.Max != 0 || lat.Samples != 0 || st.OldestPending != 0 || st.Window < 0 ||
 		st.Reclaim.Retired != 0 || st.String() == "" {

@@ -64,7 +64,7 @@ func New(opts poller.Options, sndBuf int) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{p: p, lfd: -1, sndBuf: sndBuf}
-	s.bufs = make([][]byte, p.Waiters())
+	s.bufs = make([][]byte, p.MaxWaiters())
 	for i := range s.bufs {
 		s.bufs[i] = make([]byte, readBufSize)
 	}
