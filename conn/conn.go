@@ -84,6 +84,19 @@
 // has work (unanswered requests, unsent output) is reset and counted as
 // forced.
 //
+// # Slow handlers
+//
+// Handlers run on the poller's waiters. With the default, an epoll set per
+// waiter, a connection stays on one waiter: the fastest dispatch for
+// handlers of uniform, tiny cost, and a handler that blocks (a lock, a disk
+// read, a call to another service) stalls every connection of its waiter,
+// as on every per-loop event library. With Options.Poller.Topology set to
+// poller.Shared, the next free waiter takes the next event, a waiter stuck
+// in one handler hands the events it had taken to the others, and more
+// waiters start while all are stuck (poller.Options.Overrun and
+// MaxWaiters): a slow handler holds up its own connection only. Choose it
+// for handlers of uneven cost or that may block.
+//
 // # TLS
 //
 // With Options.TLS every accepted connection is a TLS server connection,
@@ -286,7 +299,8 @@ const (
 // Options configures a Server. The zero value is a good default.
 type Options struct {
 	// Poller configures the server's poller; its zero value is the
-	// poller's default (GOMAXPROCS waiters, one epoll set each).
+	// poller's default (GOMAXPROCS waiters, one epoll set each). See Slow
+	// handlers in the package doc for when to choose poller.Shared.
 	Poller poller.Options
 	// HighWater is the most output queued (written, not yet taken by the
 	// socket) at which Writable still reports true; above it reading

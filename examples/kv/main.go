@@ -23,8 +23,10 @@
 // -topology picks the poller's epoll sets: per-waiter (the default: a
 // connection stays on one waiter, the fastest for uniform, cheap commands)
 // or shared (one set for every waiter: the next free waiter takes the next
-// event, so a slow command holds up its own connection and the events its
-// waiter had already taken, not every connection that waiter serves).
+// event, a waiter stuck in a slow command hands the events it had already
+// taken to the others, and more waiters start when all are stuck, so a
+// slow command holds up its own connection, not every connection its
+// waiter serves).
 //
 // With -tls-self-signed (or -tls-cert and -tls-key) it speaks RESP over TLS
 // instead, on crypto/tls as package conn runs it, for redis-cli --tls and
