@@ -24,9 +24,9 @@ import (
 //     its own batch and validates each like a fresh event (batch.go);
 //   - if every waiter is blocked and events wait (the queue, or the epoll
 //     set itself: an epoll fd polls readable while its ready list is not
-//     empty), and no goroutine waits for a P (waiters that do not move
-//     because the CPU is saturated are not blocked), it starts another
-//     waiter, up to MaxWaiters. The new waiter
+//     empty), and fewer goroutines wait for a P than waiters look blocked
+//     (waiters that do not move because the CPU is saturated are not
+//     blocked), it starts another waiter, up to MaxWaiters. The new waiter
 //     joins the reclaimer before its first epoll_wait; an extra waiter that
 //     finds nothing to do once no waiter has been blocked for 4000 Overruns
 //     (a second by default) leaves the reclaimer and ends. Its statistics
@@ -163,21 +163,24 @@ func (p *Poller) scan() (processing bool) {
 			w.seen = w.b.next.Load()
 		}
 	}
-	if running > 0 && blocked == running && p.workWaiting() && m.spare() {
+	if running > 0 && blocked == running && p.workWaiting() && m.starved() < blocked {
 		m.needAt.Store(now)
 		p.grow()
 	}
 	return processing
 }
 
-// spare reports whether the Go scheduler has CPU to spare: no goroutine
-// waits for a P. Waiters that stopped moving while goroutines wait to run
-// may be starved of CPU rather than blocked, and more waiters would only
-// queue up behind them.
-func (m *monitor) spare() bool {
+// starved returns how many goroutines wait for a P. A waiter that has not
+// moved may be blocked (asleep, in a system call, waiting for a lock) or
+// merely runnable, starved of CPU; more waiters help only the first kind,
+// and if as many goroutines wait to run as waiters look blocked, they may
+// all be the second.
+func (m *monitor) starved() int {
 	metrics.Read(m.runnable[:])
-	v := m.runnable[0].Value
-	return v.Kind() != metrics.KindUint64 || v.Uint64() == 0
+	if v := m.runnable[0].Value; v.Kind() == metrics.KindUint64 {
+		return int(v.Uint64())
+	}
+	return 0
 }
 
 // workWaiting reports whether events wait for a waiter: handed off, or
