@@ -125,6 +125,12 @@ func twoCPUs() (server, client int, err error) {
 func checkPinned(pid, cpu int) error {
 	var want unix.CPUSet
 	want.Set(cpu)
+	return checkAffinity(pid, want)
+}
+
+// checkAffinity checks that every thread of process pid may run on the
+// CPUs of want and no others.
+func checkAffinity(pid int, want unix.CPUSet) error {
 	tids, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	if err != nil || len(tids) == 0 {
 		return fmt.Errorf("threads of process %d: %v", pid, err)
@@ -137,7 +143,7 @@ func checkPinned(pid, cpu int) error {
 			continue // exited
 		}
 		if got != want {
-			return fmt.Errorf("server thread %d may run on %d CPUs, want only CPU %d", tid, got.Count(), cpu)
+			return fmt.Errorf("server thread %d may run on %d CPUs, want the %d of its set", tid, got.Count(), want.Count())
 		}
 	}
 	return nil

@@ -5,7 +5,6 @@ package peers
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -67,22 +66,9 @@ func startServerOnCPUs(tb testing.TB, name string, cpus ...int) *child {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tids, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", c.Pid()))
-	if err != nil || len(tids) == 0 {
+	if err := checkAffinity(c.Pid(), set); err != nil {
 		c.kill()
-		tb.Fatalf("threads of process %d: %v", c.Pid(), err)
-	}
-	for _, t := range tids {
-		var tid int
-		fmt.Sscan(filepath.Base(t), &tid)
-		var got unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &got); err != nil {
-			continue // exited
-		}
-		if got != set {
-			c.kill()
-			tb.Fatalf("server thread %d may run on %d CPUs, want CPUs %v", tid, got.Count(), cpus)
-		}
+		tb.Fatalf("%v (CPUs %v)", err, cpus)
 	}
 	return c
 }
