@@ -75,12 +75,13 @@ type Options struct {
 	Topology Topology
 	// Reclaimer makes the deferred reclaimer, with one participant per
 	// waiter that may run (MaxWaiters: those not running have left, see
-	// reclaim.Reclaimer's Leave and Join); nil means pass-the-buck skipping offline waiters,
-	// passbuck.Factory(passbuck.Options{}). Any reclaimer that passes
-	// package reclaimtest's conformance suite may be plugged in, such as
-	// epoch.Factory(epoch.Options{}), or the original pass-the-buck scheme,
-	// passbuck.Factory(passbuck.Options{Mode: passbuck.Classic}), which
-	// needs WaitTimeout > 0 and releases in about Waiters/2 timeouts.
+	// reclaim.Reclaimer's Leave and Join); nil means pass-the-buck
+	// skipping offline waiters, passbuck.Factory(passbuck.Options{}). Any
+	// reclaimer that passes package reclaimtest's conformance suite may be
+	// plugged in, such as epoch.Factory(epoch.Options{}), or the original
+	// pass-the-buck scheme, passbuck.Factory(passbuck.Options{Mode:
+	// passbuck.Classic}), which needs WaitTimeout > 0 and releases in about
+	// Waiters/2 timeouts.
 	Reclaimer reclaim.Factory
 	// LockOSThread wires each waiter goroutine to its own OS thread.
 	LockOSThread bool
@@ -109,7 +110,8 @@ type Options struct {
 	// MaxWaiters bounds the waiters of a shared set, counting the extra
 	// ones started when all are blocked; 0 means 16 × Waiters (at most the
 	// package's MaxWaiters). An extra waiter retires once no waiter has
-	// been blocked for a second. With PerWaiter it must be 0 or Waiters.
+	// been blocked for 4000 Overruns (a second at the default). With
+	// PerWaiter it must be 0 or Waiters.
 	MaxWaiters int
 	// TimeHandlers measures every OnEvent call, for
 	// RegistrationStats.HandlerTime: one clock read per event, a few
