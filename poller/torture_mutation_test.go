@@ -67,6 +67,12 @@ func runMutants(t *testing.T, test string) {
 		t.Fatal(err)
 	}
 	for _, mu := range mutants {
+		if mu.growth && test == "fdreuse" {
+			// The fd-reuse test's handlers never block, so no batch is
+			// handed off and no waiter starts: only the torture can catch
+			// these.
+			continue
+		}
 		t.Run(mu.name, func(t *testing.T) {
 			for _, topo := range topologies {
 				if mu.growth && topo != poller.Shared {
