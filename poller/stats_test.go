@@ -395,6 +395,15 @@ func TestStatsConsistentUnderLoad(t *testing.T) {
 		}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		// Stopped before the poller closes, also when a check below fails.
+		t.Cleanup(func() {
+			select {
+			case <-stop:
+			default:
+				close(stop)
+			}
+			wg.Wait()
+		})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -133,13 +133,17 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 			// Offline is this waiter's quiescent point while it blocks.
 			// It may run releases that completed here.
 			p.rec.Offline(w.id)
+			// Each phase is stored before the total it ends is added to,
+			// so that Stats, which adds the running phase to the totals,
+			// may count a moment too little but never twice: a base taken
+			// by ResetStats is then never above a later reading.
 			t := p.now()
-			w.procNs.Add(t - last)
 			w.phase.Store(t)
+			w.procNs.Add(t - last)
 			n, err = epollWait(w.epfd, evs, timeoutMs)
 			last = p.now()
-			w.waitNs.Add(last - t)
 			w.phase.Store(-last)
+			w.waitNs.Add(last - t)
 			if p.mon != nil {
 				p.mon.kick()
 			}

@@ -101,6 +101,8 @@ func run() error {
 		WaitTimeout:     0,
 		MaxEvents:       16,
 		Topology:        poller.PerWaiter,
+		Overrun:         poller.DefaultOverrun,
+		MaxWaiters:      2,
 		Reclaimer:       passbuck.Factory(passbuck.Options{}),
 		LockOSThread:    false,
 		OnPanic:         func(h poller.Handle, value any, stack []byte) { panics.Add(1) },
