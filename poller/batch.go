@@ -22,22 +22,25 @@ import (
 //	the monitor takes events j..end-1 with a CAS of next from j to end
 //
 // Each index goes to whichever gets to it first, so no event is run twice
-// or lost. mu orders the rest: the waiter holds it to start and end a batch
-// and to append handed-off events, the monitor while it copies events out,
-// so that epoll_wait never overwrites events being copied.
+// or lost. On a shared set, where the monitor watches, mu orders the rest:
+// the waiter holds it to start and end a batch and to append handed-off
+// events, the monitor while it copies events out, so that epoll_wait never
+// overwrites events being copied.
 type batch struct {
 	mu   sync.Mutex
 	evs  []epollEvent // epoll_wait fills evs[:MaxEvents]; hand-offs may add as many again
 	base int64        // index of evs[0]; written by the waiter, under mu
 	end  int64        // one past the last event; written by the waiter, under mu
 	next atomic.Int64 // the next index to claim
-	room int          // how many events one epoll_wait may return
+	// watched: a monitor may take events (a shared set); without one
+	// nobody else touches the batch and mu is never taken.
+	watched bool
 }
 
-func (b *batch) init(maxEvents int, handoffs bool) {
-	b.room = maxEvents
+func (b *batch) init(maxEvents int, watched bool) {
+	b.watched = watched
 	n := maxEvents
-	if handoffs {
+	if watched {
 		n *= 2
 	}
 	b.evs = make([]epollEvent, n)
@@ -45,10 +48,12 @@ func (b *batch) init(maxEvents int, handoffs bool) {
 
 // start begins a batch of the n events epoll_wait wrote into evs[:n].
 func (b *batch) start(n int) {
-	b.mu.Lock()
+	if b.watched {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+	}
 	b.base = b.next.Load()
 	b.end = b.base + int64(n)
-	b.mu.Unlock()
 }
 
 // claim returns the batch's next event, or nil at its end. Only the
@@ -64,10 +69,12 @@ func (b *batch) claim() *epollEvent {
 // finish ends the batch, waiting for a copy the monitor may be making, so
 // that evs can be reused.
 func (b *batch) finish() {
-	b.mu.Lock()
+	if b.watched {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+	}
 	b.base = b.next.Load()
 	b.end = b.base
-	b.mu.Unlock()
 }
 
 // spare returns the room after the batch's last event. Only the waiter

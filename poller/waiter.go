@@ -107,7 +107,7 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 		if w.renew.Load() {
 			p.renewSet(w)
 		}
-		evs := w.b.evs[:w.b.room]
+		evs := w.b.evs[:p.opts.MaxEvents]
 		n, err := 0, error(nil)
 		if busy {
 			// Yield every few batches: goroutines made runnable
