@@ -121,8 +121,13 @@ func (c *Conn) armLocked() {
 	c.timerStop, c.timerAt = stop, next
 }
 
-// fire runs on the connection's waiter when its timer expires.
+// fire runs on the connection's waiter when its timer expires. OnOpen
+// comes first: it may still be running on the waiter that accepted the
+// connection, or (TLS) be due with the connection's first event.
 func (c *Conn) fire() {
+	if _, ok := c.handler().(Timeouter); ok {
+		c.open.Do(func() { c.handler().OnOpen(c) })
+	}
 	c.mu.Lock()
 	c.timerStop, c.timerAt = nil, 0
 	now := c.s.clock()

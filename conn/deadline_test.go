@@ -609,6 +609,33 @@ func TestTimeouter(t *testing.T) {
 	})
 }
 
+// TestTimeoutAfterOnOpen: an accepted connection's OnOpen runs on the
+// waiter that accepted it, while its deadline's timer fires on the
+// connection's own waiter. A deadline that expires during a slow OnOpen
+// must wait for it: OnTimeout runs after OnOpen, never beside it.
+func TestTimeoutAfterOnOpen(t *testing.T) {
+	const n = 8 // connections spread over the waiters, most not the listener's
+	r := newRecorder(t)
+	r.open = func(*conn.Conn) { time.Sleep(20 * time.Millisecond) }
+	var fired atomic.Int64
+	h := withTimeout{recorder: r, timeout: func(c *conn.Conn) {
+		fired.Add(1)
+		c.Abort() // Close would wait for the peer's FIN
+	}}
+	s, addr := newServer(t, h, conn.Options{ReadTimeout: time.Millisecond, Poller: poller.Options{Waiters: 4}}, "tcp")
+	for range n {
+		dial(t, addr)
+	}
+	for range n {
+		wait(t, r.opened, "OnOpen")
+		wait(t, r.closed, "OnClose")
+	}
+	closeServer(t, s)
+	if fired.Load() != n {
+		t.Errorf("%d OnTimeouts, want %d: every read deadline expired during OnOpen", fired.Load(), n)
+	}
+}
+
 // TestDeadlineRacesEnd: deadlines firing every few milliseconds (a
 // Timeouter re-arming a short read deadline) while connections end every
 // way at once: peer FIN, peer reset, Close, Abort, server Close. The
