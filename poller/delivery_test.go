@@ -41,8 +41,11 @@ func TestFDAccounting(t *testing.T) {
 			t.Fatal(err)
 		}
 		sets, handoff := 1, 1
-		if opts.Topology == poller.PerWaiter {
+		switch opts.Topology {
+		case poller.PerWaiter:
 			sets, handoff = opts.Waiters, 0
+		case poller.Stealing:
+			sets = opts.Waiters
 		}
 		if got, want := countFDs(t), before+1+2*sets+handoff; got != want {
 			t.Errorf("after New: %d fds open, want %d (a wake eventfd, %d epoll fds and timer mailbox eventfds, %d hand-off eventfd)", got, want, sets, handoff)
@@ -195,8 +198,14 @@ func testDelivery(t *testing.T, opts poller.Options, kind fdKind, trig poller.Ev
 	if len(events) == 0 {
 		t.Fatal("no events")
 	}
-	if opts.Topology == poller.Shared {
+	switch opts.Topology {
+	case poller.Shared:
 		wantWaiter = events[len(events)-1].Waiter // the last to dispatch it
+	case poller.Stealing:
+		// Its home, where events run unless a waiter was blocked.
+		if wantWaiter = r.Waiter; r.Waiter < 0 || r.Waiter >= opts.Waiters {
+			t.Errorf("stealing: released from waiter %d, want a home waiter 0..%d", r.Waiter, opts.Waiters-1)
+		}
 	}
 	if r.Registration.Events != uint64(len(events)) || relWaiter.Index != wantWaiter || relWaiter.Events == 0 {
 		t.Errorf("released with %+v and waiter %+v, want %d events and waiter %d's stats", r.Registration, relWaiter, len(events), wantWaiter)

@@ -186,7 +186,7 @@ func TestBadOptions(t *testing.T) {
 		{"WaitTimeout > MaxWaitTimeout", poller.Options{WaitTimeout: poller.MaxWaitTimeout + time.Second}},
 		{"negative MaxEvents", poller.Options{MaxEvents: -1}},
 		{"MaxEvents > MaxMaxEvents", poller.Options{MaxEvents: poller.MaxMaxEvents + 1}},
-		{"unknown Topology", poller.Options{Topology: 2}},
+		{"unknown Topology", poller.Options{Topology: poller.Stealing + 1}},
 		{"negative Topology", poller.Options{Topology: -1}},
 		{"failing Reclaimer", poller.Options{Reclaimer: func(int) (reclaim.Reclaimer, error) { return nil, errors.New("no") }}},
 		{"nil Reclaimer made", poller.Options{Reclaimer: func(int) (reclaim.Reclaimer, error) { return nil, nil }}},

@@ -10,6 +10,7 @@ const (
 	MutNoValidate     = mutNoValidate
 	MutNoJoin         = mutNoJoin
 	MutOfflineBlocked = mutOfflineBlocked
+	MutNoRearm        = mutNoRearm
 )
 
 // SetMutation switches a deliberate bug on (or off with MutNone) for

@@ -33,7 +33,7 @@ const timeout = 5 * time.Second
 const quiet = 20 * time.Millisecond
 
 var (
-	topologies = []poller.Topology{poller.Shared, poller.PerWaiter}
+	topologies = []poller.Topology{poller.Shared, poller.PerWaiter, poller.Stealing}
 	reclaimers = []reclaimerKind{passBuck, passBuckClassic, epochQSBR}
 )
 

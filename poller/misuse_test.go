@@ -164,8 +164,11 @@ func TestAddRefusesOwnFDs(t *testing.T) {
 			const waiters = 3
 			p, epolls, eventfds := ownFDs(t, poller.Options{Waiters: waiters, Topology: topo})
 			sets, handoff := 1, 1
-			if topo == poller.PerWaiter {
+			switch topo {
+			case poller.PerWaiter:
 				sets, handoff = waiters, 0
+			case poller.Stealing:
+				sets = waiters
 			}
 			if len(epolls) != sets || len(eventfds) != 1+sets+handoff {
 				t.Fatalf("New opened %d epoll fds and %d eventfds, want %d and %d (wake-up, a mailbox per set, and the shared set's hand-off)", len(epolls), len(eventfds), sets, 1+sets+handoff)
@@ -188,7 +191,7 @@ func TestAddRefusesOwnFDs(t *testing.T) {
 				}
 			}
 			for i := range waiters {
-				if topo == poller.PerWaiter {
+				if topo != poller.Shared {
 					roundTripOn(t, p, i) // each waiter's own epoll set still works
 				} else {
 					roundTrip(t, p) // the one shared set still works

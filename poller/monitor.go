@@ -22,15 +22,20 @@ import (
 //   - the events of its batch it has not reached go to the hand-off queue,
 //     and the queue's eventfd wakes a free waiter, which takes them into
 //     its own batch and validates each like a fresh event (batch.go);
-//   - if every waiter is blocked and events wait (the queue, or the epoll
-//     set itself: an epoll fd polls readable while its ready list is not
-//     empty), and fewer goroutines wait for a P than waiters look blocked
-//     (waiters that do not move because the CPU is saturated are not
-//     blocked), it starts another waiter, up to MaxWaiters. The new waiter
-//     joins the reclaimer before its first epoll_wait; an extra waiter that
-//     finds nothing to do once no waiter has been blocked for 4000 Overruns
-//     (a second by default) leaves the reclaimer and ends. Its statistics
-//     stay readable.
+//   - if every waiter of an epoll set is blocked and events wait (the
+//     queue, or the set itself: an epoll fd polls readable while its ready
+//     list is not empty), and fewer goroutines wait for a P than waiters
+//     look blocked (waiters that do not move because the CPU is saturated
+//     are not blocked), it starts another waiter on that set, up to
+//     MaxWaiters. The new waiter joins the reclaimer before its first
+//     epoll_wait; an extra waiter that finds nothing to do once no waiter
+//     has been blocked for 4000 Overruns (a second by default) leaves the
+//     reclaimer and ends. Its statistics stay readable.
+//   - with Stealing, whose sets hold plain level-triggered entries, two
+//     free waiters on one set would both be handed each ready fd (and meet
+//     on it, dispatchShared), so an extra waiter also ends, between two
+//     batches, as soon as a waiter started before it on its set is free:
+//     the one it stood in for is back.
 //
 // Per event the waiters pay one atomic add (the claim); per blocking
 // epoll_wait, one load of parked. The monitor costs nothing while every
@@ -48,6 +53,8 @@ type monitor struct {
 	needAt atomic.Int64
 	// runnable reads the runtime's count of goroutines waiting for a P.
 	runnable [1]metrics.Sample
+	// running and blocked count each set's waiters during a scan.
+	running, blocked []int
 }
 
 // retireOverruns is how long, in Overruns, after the last moment every
@@ -59,7 +66,7 @@ const retireOverruns = 4000
 // monitor waits before it parks.
 const monitorIdleTicks = 8
 
-func newMonitor(overrun time.Duration) *monitor {
+func newMonitor(overrun time.Duration, sets int) *monitor {
 	m := &monitor{
 		tick:    max(overrun/2, 10*time.Microsecond),
 		overrun: int64(overrun),
@@ -67,6 +74,8 @@ func newMonitor(overrun time.Duration) *monitor {
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		running: make([]int, sets),
+		blocked: make([]int, sets),
 	}
 	m.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return m
@@ -130,20 +139,26 @@ func (p *Poller) anyProcessing() bool {
 }
 
 // scan looks at every waiter once, hands off the batches of blocked ones,
-// and starts a waiter if all are blocked while events wait. It reports
-// whether any waiter was processing.
+// and starts a waiter on each set whose waiters are all blocked while
+// events wait. It reports whether any waiter was processing.
 func (p *Poller) scan() (processing bool) {
 	m := p.mon
 	now := p.now()
-	running, blocked := 0, 0
+	clear(m.running)
+	clear(m.blocked)
+	blocked := 0
 	for i := range int(p.highWater.Load()) {
 		w := &p.waiters[i]
 		if !w.running.Load() {
 			continue
 		}
-		running++
-		mark := w.b.next.Load()
-		if w.phase.Load() >= 0 {
+		m.running[w.set]++
+		mark, waiting := w.b.next.Load(), w.phase.Load() >= 0
+		stuck := !waiting && mark == w.seen && w.seenAt != 0 && now-w.seenAt >= m.overrun
+		if w.blocked.Load() != stuck {
+			w.blocked.Store(stuck)
+		}
+		if waiting {
 			w.seenAt = 0 // in epoll_wait: holds nothing back
 			continue
 		}
@@ -152,9 +167,10 @@ func (p *Poller) scan() (processing bool) {
 			w.seen, w.seenAt = mark, now
 			continue
 		}
-		if now-w.seenAt < m.overrun {
+		if !stuck {
 			continue
 		}
+		m.blocked[w.set]++
 		blocked++
 		testHookBlocked(p, w)
 		if k := w.b.takeRest(&p.hq); k > 0 {
@@ -163,9 +179,21 @@ func (p *Poller) scan() (processing bool) {
 			w.seen = w.b.next.Load()
 		}
 	}
-	if running > 0 && blocked == running && p.workWaiting() && m.starved() < blocked {
-		m.needAt.Store(now)
-		p.grow()
+	if blocked == 0 {
+		return processing
+	}
+	starved := -1 // read once, if a set needs a waiter
+	for set, n := range m.running {
+		if n == 0 || m.blocked[set] < n || !p.workWaiting(set) {
+			continue
+		}
+		if starved < 0 {
+			starved = m.starved()
+		}
+		if starved < blocked {
+			m.needAt.Store(now)
+			p.grow(set)
+		}
 	}
 	return processing
 }
@@ -183,20 +211,26 @@ func (m *monitor) starved() int {
 	return 0
 }
 
-// workWaiting reports whether events wait for a waiter: handed off, or
-// ready in the shared set.
-func (p *Poller) workWaiting() bool {
-	return p.hq.n.Load() > 0 || readable(p.epfds[0])
+// workWaiting reports whether events wait for a waiter of a set: handed
+// off, or ready in the set.
+func (p *Poller) workWaiting(set int) bool {
+	return p.hq.n.Load() > 0 || readable(p.epfds[set])
 }
 
-// grow starts an extra waiter, if MaxWaiters allows. Only the monitor
-// calls it, and Close stops the monitor before it joins the waiters.
-func (p *Poller) grow() {
+// grow starts an extra waiter on a set, if MaxWaiters allows. Only the
+// monitor calls it, and Close stops the monitor before it joins the
+// waiters.
+func (p *Poller) grow(set int) {
 	for i := p.opts.Waiters; i < len(p.waiters); i++ {
 		w := &p.waiters[i]
 		if w.running.Load() {
 			continue
 		}
+		// Not running, so no other goroutine reads them: the go statement
+		// below publishes them to the waiter.
+		w.set, w.epfd = set, p.epfds[set]
+		w.on.Store(int32(set))
+		w.blocked.Store(false)
 		w.running.Store(true)
 		if int32(i) >= p.highWater.Load() {
 			p.highWater.Store(int32(i) + 1)
@@ -212,4 +246,19 @@ func (p *Poller) grow() {
 // do, should end: no waiter has been blocked for a while.
 func (p *Poller) idleExtra(w *waiter) bool {
 	return w.id >= p.opts.Waiters && p.now()-p.mon.needAt.Load() > int64(p.mon.retire)
+}
+
+// surplus reports whether extra waiter w of a Stealing topology should end
+// before its next epoll_wait: a waiter started before it on its set is
+// running and free (waiting, or processing without being blocked).
+func (p *Poller) surplus(w *waiter) bool {
+	if p.opts.Topology != Stealing {
+		return false
+	}
+	for i := range w.id {
+		if o := &p.waiters[i]; o.on.Load() == int32(w.set) && o.running.Load() && !o.blocked.Load() {
+			return true
+		}
+	}
+	return false
 }

@@ -14,3 +14,5 @@ func testHookReclaimer(r reclaim.Reclaimer) reclaim.Reclaimer { return r }
 func testHookJoin(r reclaim.Reclaimer, p int) { r.Join(p) }
 
 func testHookBlocked(_ *Poller, _ *waiter) {}
+
+func testHookRearm(disarmed bool) bool { return disarmed }

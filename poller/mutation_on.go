@@ -22,6 +22,7 @@ const (
 	mutNoValidate     // skip offline waiters but trust events after Online (testHookValidate)
 	mutNoJoin         // an extra waiter runs without joining the reclaimer (testHookJoin)
 	mutOfflineBlocked // a waiter blocked in a handler counts as offline (testHookBlocked)
+	mutNoRearm        // a run that ends never re-arms a disarmed entry (testHookRearm)
 )
 
 // mutation is set by tests (export_mutation_test.go) before New.
@@ -72,3 +73,8 @@ func testHookBlocked(p *Poller, w *waiter) {
 		p.rec.Offline(w.id)
 	}
 }
+
+// testHookRearm, in the mutant, forgets that another waiter disarmed the
+// registration's entry while it ran: the entry stays one-shot, and after
+// its one more report the registration hears nothing again.
+func testHookRearm(disarmed bool) bool { return disarmed && mutation != mutNoRearm }

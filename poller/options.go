@@ -28,17 +28,34 @@ const (
 	// own registration. Choose it for handlers of uneven cost or that may
 	// block; PerWaiter for uniform, tiny handlers. Serialisation costs an
 	// EPOLLONESHOT re-arm syscall per event for level-triggered
-	// registrations, an atomic pending bit for edge-triggered ones.
+	// registrations, an atomic pending bit for edge-triggered ones, and
+	// every waiter contends for the one set's locks in the kernel.
 	Shared
+	// Stealing gives each waiter its own epoll set, as PerWaiter does
+	// (a registration's home is the waiter Registration.Waiter picks), but
+	// any waiter may dispatch any registration, serialised by the running
+	// bit as on a shared set: the rest of a blocked waiter's batch is
+	// handed off, and while every waiter of a set is blocked another
+	// starts on that set (Options.Overrun, Options.MaxWaiters), so events
+	// float only when a waiter is stuck: work stealing, as in ZygOS. It
+	// dispatches at about the speed of PerWaiter, with no re-arm and no
+	// shared kernel lock; the price is that a blocked waiter's other
+	// registrations wait until the monitor notices it, about an Overrun
+	// (on an idle Go runtime, whose timers have millisecond resolution,
+	// one or two milliseconds), where a shared set gives them to a free
+	// waiter at once.
+	Stealing
 )
 
-// String returns "shared" or "per-waiter".
+// String returns "shared", "per-waiter" or "stealing".
 func (t Topology) String() string {
 	switch t {
 	case Shared:
 		return "shared"
 	case PerWaiter:
 		return "per-waiter"
+	case Stealing:
+		return "stealing"
 	}
 	return fmt.Sprintf("Topology(%d)", int(t))
 }
@@ -71,7 +88,7 @@ type Options struct {
 	// MaxEvents is the number of events one epoll_wait may return; 0
 	// means 128.
 	MaxEvents int
-	// Topology is PerWaiter (default) or Shared.
+	// Topology is PerWaiter (default), Shared or Stealing.
 	Topology Topology
 	// Reclaimer makes the deferred reclaimer, with one participant per
 	// waiter that may run (MaxWaiters: those not running have left, see
@@ -99,19 +116,20 @@ type Options struct {
 	// disables the watchdog.
 	ReleaseWatchdog time.Duration
 	// Overrun is how long one OnEvent call (or timer function) may run
-	// on a shared set before its waiter counts as blocked. The events of
-	// a blocked waiter's batch that it has not reached go to other
-	// waiters, which validate and dispatch them like fresh ones; and when
-	// every waiter is blocked while events wait, another waiter starts, up
-	// to MaxWaiters. 0 means DefaultOverrun; negative turns both off. With
-	// PerWaiter it is ignored: a registration's events can only go to its
-	// own waiter.
+	// on a shared set (Shared or Stealing) before its waiter counts as
+	// blocked. The events of a blocked waiter's batch that it has not
+	// reached go to other waiters, which validate and dispatch them like
+	// fresh ones; and when every waiter of an epoll set is blocked while
+	// events wait, another waiter starts on it, up to MaxWaiters. 0 means
+	// DefaultOverrun; negative turns both off. With PerWaiter it is
+	// ignored: a registration's events can only go to its own waiter.
 	Overrun time.Duration
-	// MaxWaiters bounds the waiters of a shared set, counting the extra
-	// ones started when all are blocked; 0 means 16 × Waiters (at most the
-	// package's MaxWaiters). An extra waiter retires once no waiter has
-	// been blocked for 4000 Overruns (a second at the default). With
-	// PerWaiter it must be 0 or Waiters.
+	// MaxWaiters bounds the waiters of a shared set (Shared or Stealing),
+	// counting the extra ones started when all are blocked; 0 means 16 ×
+	// Waiters (at most the package's MaxWaiters). An extra waiter retires
+	// once no waiter has been blocked for 4000 Overruns (a second at the
+	// default), and with Stealing as soon as a waiter started before it
+	// on its set is free again. With PerWaiter it must be 0 or Waiters.
 	MaxWaiters int
 	// TimeHandlers measures every OnEvent call, for
 	// RegistrationStats.HandlerTime: one clock read per event, a few
@@ -132,7 +150,7 @@ func normalize(o *Options) error {
 		return bad("Options.WaitTimeout = %v, want 0..%v", o.WaitTimeout, MaxWaitTimeout)
 	case o.MaxEvents < 0 || o.MaxEvents > MaxMaxEvents:
 		return bad("Options.MaxEvents = %d, want 0..%d", o.MaxEvents, MaxMaxEvents)
-	case o.Topology != Shared && o.Topology != PerWaiter:
+	case o.Topology < PerWaiter || o.Topology > Stealing:
 		return bad("unknown Options.Topology %d", int(o.Topology))
 	case o.Overrun > MaxWaitTimeout:
 		return bad("Options.Overrun = %v, want at most %v", o.Overrun, MaxWaitTimeout)

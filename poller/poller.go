@@ -130,6 +130,7 @@ type Poller struct {
 	hq        handoff
 	handedOff atomic.Uint64 // events moved to hq; written by the monitor
 	grown     atomic.Uint64 // extra waiters started; written by the monitor
+	disarms   atomic.Uint64 // Stealing entries disarmed (dispatchShared)
 
 	// own names the poller's own fds, which Add refuses.
 	own map[int]string
@@ -239,7 +240,7 @@ func (p *Poller) setup() error {
 	}
 	p.own[p.wakefd] = "wake-up eventfd"
 	sets := 1
-	if p.opts.Topology == PerWaiter {
+	if p.opts.Topology != Shared {
 		sets = p.opts.Waiters
 	}
 	p.mail = make([]mailbox, sets)
@@ -264,16 +265,18 @@ func (p *Poller) setup() error {
 			return fmt.Errorf("poller: register mailbox eventfd: %w", err)
 		}
 	}
-	handoffs := p.opts.Topology == Shared && p.opts.Overrun > 0
+	handoffs := p.opts.Topology != PerWaiter && p.opts.Overrun > 0
 	if handoffs {
 		if p.hq.efd, err = newEventfd(); err != nil {
 			return err
 		}
 		p.own[p.hq.efd] = "hand-off eventfd"
-		if err := epollAdd(p.epfds[0], p.hq.efd, uint32(Readable), handoffHandle); err != nil {
-			return fmt.Errorf("poller: register hand-off eventfd: %w", err)
+		for _, epfd := range p.epfds {
+			if err := p.addHandoff(epfd); err != nil {
+				return err
+			}
 		}
-		p.mon = newMonitor(p.opts.Overrun)
+		p.mon = newMonitor(p.opts.Overrun, sets)
 	}
 	p.waiters = make([]waiter, p.opts.MaxWaiters)
 	for i := range p.waiters {
@@ -282,7 +285,21 @@ func (p *Poller) setup() error {
 		w.name = fmt.Sprintf("waiter-%d", i)
 		w.set = i % sets
 		w.epfd = p.epfds[w.set]
+		w.on.Store(int32(w.set))
 		w.b.init(p.opts.MaxEvents, handoffs)
+	}
+	return nil
+}
+
+// addHandoff adds the hand-off eventfd to epoll set epfd: in every set of a
+// Stealing topology, where it wakes one waiter of one set.
+func (p *Poller) addHandoff(epfd int) error {
+	bits := uint32(Readable)
+	if len(p.epfds) > 1 {
+		bits |= exclusive
+	}
+	if err := epollAdd(epfd, p.hq.efd, bits, handoffHandle); err != nil {
+		return fmt.Errorf("poller: register hand-off eventfd: %w", err)
 	}
 	return nil
 }

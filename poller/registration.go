@@ -25,6 +25,10 @@ const registrable = Readable | Priority | Writable | Error | HangUp | ReadHangUp
 // oneShot is EPOLLONESHOT, which the poller adds itself on a shared set.
 const oneShot = 0x40000000
 
+// exclusive is EPOLLEXCLUSIVE: an fd in several epoll sets wakes one of
+// their waiters, not all (the hand-off eventfd of per-waiter sets).
+const exclusive = 0x10000000
+
 // timerDue is an internal event bit, unused by epoll, that asks the
 // dispatching waiter to run a registration's fired timers.
 const timerDue Events = 1 << 27
@@ -102,9 +106,10 @@ type Registration struct {
 	// Without CloseFD the fd stays the caller's, who must not close it
 	// before OnRelease starts (see Delete).
 	CloseFD bool
-	// Waiter chooses the owning waiter in the PerWaiter topology: the one
-	// with the fewest attached registrations (the zero value), or
-	// OnWaiter(i). It is ignored with Shared.
+	// Waiter chooses the owning waiter (PerWaiter) or home waiter
+	// (Stealing): the one with the fewest attached registrations (the zero
+	// value), or OnWaiter(i), below Options.Waiters. It is ignored with
+	// Shared.
 	Waiter WaiterChoice
 }
 
@@ -134,8 +139,9 @@ type Event struct {
 type Released struct {
 	Handle Handle
 	FD     int
-	// Waiter is the waiter the registration belonged to (PerWaiter), or
-	// the last one that dispatched it (Shared); -1 if none did.
+	// Waiter is the waiter the registration belonged to (PerWaiter and
+	// Stealing), or the last one that dispatched it (Shared); -1 if none
+	// did.
 	Waiter       int
 	Reason       Reason            // why it was released
 	Registration RegistrationStats // its own counters, final
@@ -221,8 +227,8 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 		return 0, fmt.Errorf("%w: nil OnEvent for fd %d", ErrInvalid, reg.FD)
 	case reg.Events&^registrable != 0:
 		return 0, fmt.Errorf("%w: unsupported event bits %v", ErrInvalid, reg.Events&^registrable)
-	case reg.Waiter < 0 || int(reg.Waiter) > len(p.waiters):
-		return 0, fmt.Errorf("%w: Registration.Waiter names waiter %d of %d", ErrInvalid, int(reg.Waiter)-1, len(p.waiters))
+	case reg.Waiter < 0 || int(reg.Waiter) > p.homes():
+		return 0, fmt.Errorf("%w: Registration.Waiter names waiter %d of %d", ErrInvalid, int(reg.Waiter)-1, p.homes())
 	}
 	tok, err := p.enter()
 	if err != nil {
@@ -250,7 +256,7 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 	s.fd, s.closeFD, s.onEvent, s.onRelease = reg.FD, reg.CloseFD, reg.OnEvent, reg.OnRelease
 	s.addedAt = p.now()
 	s.waiter = -1
-	if p.opts.Topology == PerWaiter {
+	if p.opts.Topology != Shared {
 		s.waiter = int(reg.Waiter) - 1
 		if reg.Waiter == LeastLoaded {
 			s.waiter = p.leastLoaded()
@@ -300,10 +306,20 @@ func (s *slot) clear() {
 	s.warned.Store(false)
 }
 
+// homes returns how many waiters a registration may belong to: the
+// Waiters of per-waiter sets (PerWaiter, Stealing), every waiter that may
+// run on a shared set (where Registration.Waiter is ignored).
+func (p *Poller) homes() int {
+	if p.opts.Topology == Shared {
+		return len(p.waiters)
+	}
+	return p.opts.Waiters
+}
+
 // leastLoaded returns the waiter with the fewest registrations.
 func (p *Poller) leastLoaded() int {
 	best, least := 0, p.waiters[0].attached.Load()
-	for i := 1; i < len(p.waiters); i++ {
+	for i := 1; i < p.opts.Waiters; i++ {
 		if n := p.waiters[i].attached.Load(); n < least {
 			best, least = i, n
 		}
@@ -331,7 +347,11 @@ func (p *Poller) Modify(h Handle, events Events) error {
 		return ErrStale
 	}
 	s.events.Store(uint32(events))
-	err = epollMod(p.lockSet(s), s.fd, p.epollBits(events), h)
+	bits := p.epollBits(events)
+	if s.disarmed(h.Gen()) {
+		bits |= oneShot // another waiter runs it, and re-arms it after
+	}
+	err = epollMod(p.lockSet(s), s.fd, bits, h)
 	p.unlockSet(s)
 	if err != nil {
 		return fmt.Errorf("poller: modify fd %d: %w", s.fd, err)

@@ -90,9 +90,14 @@ func (p *Poller) copySet(w *waiter) (dropped []epollEntry, err error) {
 	if err := epollAdd(fresh, p.mail[w.set].efd, uint32(Readable), mailHandle); err != nil {
 		return nil, err
 	}
+	if p.hq.efd >= 0 {
+		if err := p.addHandoff(fresh); err != nil {
+			return nil, err
+		}
+	}
 	for _, e := range es {
 		if e.h.Gen() == 0 {
-			continue // the wake-up and mailbox eventfds, added above
+			continue // the poller's eventfds, added above
 		}
 		s := p.lookup(e.h)
 		if s == nil || !s.active(e.h.Gen()) {

@@ -12,6 +12,9 @@ import (
 //
 //	bits 63..32  generation; starts at 1, bumped when the slot is freed
 //	bits 31..8   holds: Hold calls (and internal reads) not yet released
+//	bit  6       disarmed: a level-triggered registration of a Stealing
+//	             topology was made one-shot because another waiter ran it
+//	             while the kernel reported it again; the runner re-arms it
 //	bit  5       adding: Add has published the slot and is inside its
 //	             EPOLL_CTL_ADD, holding ctlMu
 //	bit  4       waitHolds: the grace period is over; the last hold to go
@@ -46,6 +49,7 @@ const (
 	bitPending   uint64 = 1 << 3
 	bitWaitHolds uint64 = 1 << 4
 	bitAdding    uint64 = 1 << 5
+	bitDisarmed  uint64 = 1 << 6
 	holdOne      uint64 = 1 << 8
 	holdMask     uint64 = (1<<24 - 1) << 8
 )
@@ -79,7 +83,7 @@ func (v state) String() string {
 	for _, b := range []struct {
 		bit  uint64
 		name string
-	}{{bitRunning, "running"}, {bitPending, "pending"}, {bitWaitHolds, "waitHolds"}, {bitAdding, "adding"}} {
+	}{{bitRunning, "running"}, {bitPending, "pending"}, {bitWaitHolds, "waitHolds"}, {bitAdding, "adding"}, {bitDisarmed, "disarmed"}} {
 		if v.has(b.bit) {
 			s += " " + b.name
 		}
@@ -237,12 +241,16 @@ func (s *slot) claim(gen uint32) bool {
 const (
 	runStale  = iota // the event is stale
 	runQueued        // another waiter runs OnEvent; it takes the events
+	runDisarm        // as runQueued, and the caller must disarm the entry
 	runOwned         // the caller runs OnEvent
 )
 
 // enterRun validates an event on a shared set and takes the running bit,
-// or, if another waiter holds it, leaves the events to that waiter.
-func (s *slot) enterRun(gen uint32, e Events) int {
+// or, if another waiter holds it, leaves the events to that waiter. With
+// disarm (a level-triggered entry on a set of its own, which reports the
+// fd on every epoll_wait until the handler reads), the first waiter to
+// queue events sets the disarmed bit too and is told to disarm the entry.
+func (s *slot) enterRun(gen uint32, e Events, disarm bool) int {
 	for {
 		v, ok := s.validate(gen)
 		if !ok {
@@ -250,6 +258,12 @@ func (s *slot) enterRun(gen uint32, e Events) int {
 		}
 		if v.has(bitRunning) {
 			s.pend.Or(uint32(e))
+			if disarm && !v.has(bitDisarmed) {
+				if s.cas(v, v.with(bitPending|bitDisarmed)) {
+					return runDisarm
+				}
+				continue
+			}
 			if s.cas(v, v.with(bitPending)) {
 				return runQueued
 			}
@@ -263,8 +277,10 @@ func (s *slot) enterRun(gen uint32, e Events) int {
 
 // finishRun clears the running bit, or, if events arrived meanwhile and the
 // registration is still active, takes them for another run. The running
-// waiter has not passed a quiescent point, so the slot is not freed.
-func (s *slot) finishRun() (Events, bool) {
+// waiter has not passed a quiescent point, so the slot is not freed. Once
+// the running bit is clear, rearm reports a disarmed entry: the caller
+// re-arms it (clearDisarmed), as the waiter that disarmed it relied on.
+func (s *slot) finishRun() (e Events, again, rearm bool) {
 	for {
 		v := s.load()
 		if !v.has(bitRunning) {
@@ -272,12 +288,34 @@ func (s *slot) finishRun() (Events, bool) {
 		}
 		if v.has(bitPending) && v.life() == lifeActive {
 			if s.cas(v, v.without(bitPending)) {
-				return Events(s.pend.Swap(0)), true
+				return Events(s.pend.Swap(0)), true, false
 			}
 			continue
 		}
 		if s.cas(v, v.without(bitRunning|bitPending)) {
-			return 0, false
+			return 0, false, v.has(bitDisarmed)
+		}
+	}
+}
+
+// disarmed reports whether generation gen is active with its entry
+// disarmed. The caller holds ctlMu, under which alone the bit is cleared.
+func (s *slot) disarmed(gen uint32) bool {
+	v := s.load()
+	return v.is(gen, lifeActive) && v.has(bitDisarmed)
+}
+
+// clearDisarmed clears the disarmed bit of active generation gen and
+// reports whether the entry needs re-arming: the registration is active.
+// The caller holds ctlMu, so that a disarm cannot come between the two.
+func (s *slot) clearDisarmed(gen uint32) bool {
+	for {
+		v := s.load()
+		if !v.is(gen, lifeActive) {
+			return false
+		}
+		if !v.has(bitDisarmed) || s.cas(v, v.without(bitDisarmed)) {
+			return true
 		}
 	}
 }

@@ -90,9 +90,14 @@ type Stats struct {
 	Panics          uint64        `json:"panics"`
 	// HandedOff counts events a blocked waiter had not reached that went
 	// to other waiters, and Grown the extra waiters started while all were
-	// blocked (Options.Overrun; shared set only).
+	// blocked (Options.Overrun; Shared and Stealing).
 	HandedOff uint64 `json:"handed_off"`
 	Grown     uint64 `json:"grown"`
+	// Disarms counts, with Stealing, the times a waiter found a
+	// level-triggered registration running on another and made its entry
+	// one-shot until that run ended: two epoll_ctl calls each, the cost of
+	// two waiters meeting on one registration.
+	Disarms uint64 `json:"disarms"`
 	// ClosedEarly counts fds found closed before Delete whose epoll entry
 	// survived through another descriptor (see Delete): found at Delete,
 	// or when their waiter renewed its epoll set.
@@ -106,8 +111,8 @@ type Stats struct {
 	Reclaim       reclaim.Stats `json:"reclaim"`
 }
 
-// waiterOf returns the waiter a registration belongs to (PerWaiter) or
-// last ran on (Shared), -1 if none.
+// waiterOf returns the waiter a registration belongs to (PerWaiter,
+// Stealing) or last ran on (Shared), -1 if none.
 func (s *slot) waiterOf() int {
 	if s.waiter >= 0 {
 		return s.waiter
@@ -211,6 +216,7 @@ func (p *Poller) Stats() Stats {
 		ClosedEarly:    uint64(p.closedEarly.Value()),
 		HandedOff:      p.handedOff.Load(),
 		Grown:          p.grown.Load(),
+		Disarms:        p.disarms.Load(),
 		Reclaim:        rs,
 		ReleaseLatency: p.latency.summary(),
 		OldestPending:  p.oldestPending(),

@@ -75,7 +75,7 @@ func runMutants(t *testing.T, test string) {
 		}
 		t.Run(mu.name, func(t *testing.T) {
 			for _, topo := range topologies {
-				if mu.growth && topo != poller.Shared {
+				if mu.growth && topo == poller.PerWaiter {
 					continue
 				}
 				t.Run(topo.String(), func(t *testing.T) {
@@ -193,4 +193,21 @@ func TestMutationChild(t *testing.T) {
 	if n > 0 {
 		fmt.Printf("MUTATION-FIRST: %s\n", strings.TrimPrefix(first, "\t"))
 	}
+}
+
+// TestMutationLiveness: a run that forgets to re-arm an entry another
+// waiter disarmed (Stealing) loses the registration's later events, and
+// TestStealingLiveness's scenario sees writes never read. The poller stays
+// memory-safe, so this runs in the test's own process.
+func TestMutationLiveness(t *testing.T) {
+	if os.Getenv(mutationChildEnv) != "" {
+		t.Skip("in a mutation child process")
+	}
+	poller.SetMutation(poller.MutNoRearm)
+	defer poller.SetMutation(poller.MutNone)
+	lost, st := stealingLiveness(t, 400*time.Millisecond)
+	if lost == 0 {
+		t.Errorf("mutant NoRearm survived: every write was read (%d disarms)", st.Disarms)
+	}
+	t.Logf("mutant NoRearm caught: %d writes never read after %d disarms", lost, st.Disarms)
 }

@@ -53,7 +53,7 @@ import (
 // leaving the reclaimer) while all of the above goes on.
 //
 // -torture.duration sets the total run time, split evenly among the
-// configurations (both topologies times every reclaimer); each
+// configurations (every topology times every reclaimer); each
 // configuration runs rounds of a few hundred milliseconds, each round a new
 // poller with 1 to 8 waiters and 2 to 40 registration lanes.
 
@@ -100,7 +100,7 @@ func TestTorture(t *testing.T) {
 						t.Errorf("no %s in %v: the torture did not run", m.what, per)
 					}
 				}
-				if topo == poller.Shared {
+				if topo != poller.PerWaiter {
 					if c.handedOff.Load() == 0 || c.grown.Load() == 0 {
 						t.Errorf("shared set: %d events handed off, %d waiters started in %v: the torture did not exercise them",
 							c.handedOff.Load(), c.grown.Load(), per)
@@ -319,7 +319,7 @@ func runRound(t *testing.T, cfg *tortureConfig, res *tortureResult, seed uint64,
 	}
 	r.listener = newListener()
 	opts := optsFor(cfg.topo, cfg.rk, w)
-	if cfg.topo == poller.Shared {
+	if cfg.topo != poller.PerWaiter {
 		// An Overrun that jittering handlers exceed often: batches are
 		// handed off, waiters grow, and (after 4000 Overruns, 80-400 ms)
 		// retire, all within a round.

@@ -34,6 +34,10 @@ type waiter struct {
 	// running is set while the waiter's goroutine runs; an extra waiter
 	// of a shared set comes and goes (monitor.go).
 	running atomic.Bool
+	// on is set, for other waiters to read, as the monitor sets each
+	// start; blocked is the monitor's verdict at its last scan.
+	on      atomic.Int32
+	blocked atomic.Bool
 	b       batch
 	// seen and seenAt are the monitor's: the claim cursor as it last
 	// found it, and since when (ns since Poller.base; 0 in epoll_wait).
@@ -53,7 +57,8 @@ const yieldEvery = 8
 //	    without blocking, online (a busy waiter never blocks)
 //	when that found nothing, or after an empty batch: offline (a quiescent
 //	    point that lasts; it may run completed releases), epoll_wait, online
-//	an extra waiter about to block that is no longer needed: leave, end
+//	an extra waiter about to block that is no longer needed, or (Stealing)
+//	    whose set has an earlier waiter free again: leave, end
 //	for each event claimed from the batch (batch.go): wake-up -> skip;
 //	    mailbox -> run fired timers; hand-off -> take handed-off events
 //	    into the batch; else validate against the slot word, then dispatch
@@ -104,6 +109,10 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 	w.phase.Store(-last)
 	busy, yield := false, 0
 	for {
+		if extra && p.surplus(w) {
+			p.rec.Leave(w.id) // holds nothing: its batch is over
+			return
+		}
 		if w.renew.Load() {
 			p.renewSet(w)
 		}
@@ -204,10 +213,10 @@ func (p *Poller) runBatch(w *waiter, n int) {
 // dispatch validates and runs one event (or fired timers) for h's slot, by
 // the topology's serialisation. It reports false for a stale event.
 func (p *Poller) dispatch(w *waiter, s *slot, h Handle, e Events) bool {
-	if p.opts.Topology == Shared {
-		return p.dispatchShared(w, s, h, e)
+	if p.opts.Topology == PerWaiter {
+		return p.dispatchOwned(w, s, h, e)
 	}
-	return p.dispatchOwned(w, s, h, e)
+	return p.dispatchShared(w, s, h, e)
 }
 
 // dispatchOwned runs an event on the registration's own waiter (PerWaiter):
@@ -228,13 +237,27 @@ func (p *Poller) dispatchOwned(w *waiter, s *slot, h Handle, e Events) bool {
 
 // dispatchShared serialises the registration's OnEvent across waiters with
 // the running and pending bits of its state word.
+//
+// On a shared set a level-triggered entry is one-shot, re-armed after each
+// run. With Stealing it is a plain level-triggered entry, which costs
+// nothing per event, but reports the fd on every epoll_wait of its set
+// until the handler reads: when that reaches a second waiter of the set (a
+// waiter standing in for a blocked one) or a handed-off event races a
+// fresh one, the waiter that finds it running disarms the entry (one-shot,
+// ctlMu held) and the runner re-arms it. Both epoll_ctl calls happen only
+// when two waiters meet on one registration.
 func (p *Poller) dispatchShared(w *waiter, s *slot, h Handle, e Events) bool {
-	switch s.enterRun(h.Gen(), e) {
+	lt := Events(s.events.Load())&EdgeTriggered == 0
+	switch s.enterRun(h.Gen(), e, lt && p.opts.Topology == Stealing) {
 	case runStale:
 		return false
 	case runQueued:
 		return true
+	case runDisarm:
+		p.disarm(s, h)
+		return true
 	}
+	rearm := lt && p.opts.Topology == Shared
 	for {
 		if e&(HangUp|Error) != 0 {
 			p.hangUp(w, s, h, e)
@@ -244,26 +267,41 @@ func (p *Poller) dispatchShared(w *waiter, s *slot, h Handle, e Events) bool {
 		if p.callEvent(w, s, h, e) {
 			p.endFromWaiter(s, h, Panicked)
 		}
-		var again bool
-		if e, again = s.finishRun(); !again {
+		var again, disarmed bool
+		if e, again, disarmed = s.finishRun(); !again {
+			rearm = rearm || testHookRearm(disarmed)
 			break
 		}
 	}
-	if Events(s.events.Load())&EdgeTriggered == 0 {
+	if rearm {
 		p.rearm(s, h)
 	}
 	return true
 }
 
-// rearm re-enables a one-shot registration after its dispatch, if it is
-// still active: one load of the word, under ctlMu, which Delete's claim
-// also holds.
+// rearm re-enables a one-shot or disarmed registration after its dispatch,
+// if it is still active: one load of the word, under ctlMu, which Delete's
+// claim and disarm also hold.
 func (p *Poller) rearm(s *slot, h Handle) {
 	s.ctlMu.Lock()
-	if s.active(h.Gen()) {
+	if s.clearDisarmed(h.Gen()) {
 		// ENOENT or EBADF: the user closed the fd; Delete still works.
 		epollMod(p.lockSet(s), s.fd, p.epollBits(Events(s.events.Load())), h)
 		p.unlockSet(s)
+	}
+	s.ctlMu.Unlock()
+}
+
+// disarm makes a Stealing registration's level-triggered entry one-shot
+// while another waiter runs it, unless that waiter has re-armed it since
+// (the disarmed bit is clear): the entry reports at most once more, and the
+// running waiter re-arms it when its run ends.
+func (p *Poller) disarm(s *slot, h Handle) {
+	s.ctlMu.Lock()
+	if s.disarmed(h.Gen()) {
+		epollMod(p.lockSet(s), s.fd, p.epollBits(Events(s.events.Load()))|oneShot, h)
+		p.unlockSet(s)
+		p.disarms.Add(1)
 	}
 	s.ctlMu.Unlock()
 }
