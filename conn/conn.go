@@ -95,7 +95,11 @@
 // in one handler hands the events it had taken to the others, and more
 // waiters start while all are stuck (poller.Options.Overrun and
 // MaxWaiters): a slow handler holds up its own connection only. Choose it
-// for handlers of uneven cost or that may block.
+// for handlers of uneven cost or that may block. poller.Stealing keeps a
+// set per waiter, with the default's dispatch speed while nothing blocks,
+// and hands a stuck waiter's events and its set to another once the
+// poller notices it (about Overrun; a millisecond or two on an idle
+// server): for handlers that are mostly cheap but sometimes block.
 //
 // # TLS
 //

@@ -34,14 +34,21 @@ func (h *sleepyEcho) OnData(c *conn.Conn) {
 
 func (h *sleepyEcho) OnClose(*conn.Conn, conn.Reason, error) {}
 
-// TestSharedBlockingHandlers: on a shared set of one waiter, 8 connections
-// whose handlers all block at once are answered in about one handler's time
-// (not 8), by extra waiters the poller starts; every reply is exact, and
-// the waiters beyond the first retire once the load is gone. conn's
-// per-waiter buffers must cover the extra waiters (Poller.MaxWaiters).
+// TestSharedBlockingHandlers: on a shared set of one waiter (Shared, and
+// Stealing's one set), 8 connections whose handlers all block at once are
+// answered in about one handler's time (not 8), by extra waiters the
+// poller starts; every reply is exact, and the waiters beyond the first
+// retire once the load is gone. conn's per-waiter buffers must cover the
+// extra waiters (Poller.MaxWaiters).
 func TestSharedBlockingHandlers(t *testing.T) {
+	for _, topo := range []poller.Topology{poller.Shared, poller.Stealing} {
+		t.Run(topo.String(), func(t *testing.T) { testBlockingHandlers(t, topo) })
+	}
+}
+
+func testBlockingHandlers(t *testing.T, topo poller.Topology) {
 	h := &sleepyEcho{}
-	s, addr := newServer(t, h, conn.Options{Poller: poller.Options{Topology: poller.Shared, Waiters: 1, MaxWaiters: 9}}, "tcp")
+	s, addr := newServer(t, h, conn.Options{Poller: poller.Options{Topology: topo, Waiters: 1, MaxWaiters: 9}}, "tcp")
 	const conns, sleepMs = 8, 100
 	ncs := make([]net.Conn, conns)
 	for i := range ncs {

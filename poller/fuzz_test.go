@@ -19,7 +19,8 @@ import (
 // handles are live, deleted, held or released:
 //
 //	byte 0: configuration (bit 0 topology, bits 1-2 reclaimer, bits 3-4
-//	        waiters - 1, bit 5 a 30 µs Overrun on a shared set)
+//	        waiters - 1, bit 5 a 30 µs Overrun on a shared set, bit 6
+//	        Stealing instead of bit 0's topology)
 //	then:   an operation code (byte % opCount) and its argument bytes
 //
 // It checks Add, Modify, Delete, Hold, AfterFunc and Barrier results
@@ -63,6 +64,10 @@ func FuzzPoller(f *testing.F) {
 	// registrations are deleted, held and barriered.
 	f.Add([]byte{32 | 8, fzAddEventfd, 4, fzAddEventfd, 5, fzAddPipe, 4, fzWrite, 0, fzWrite, 1, fzWrite, 2, fzDelete, 1, fzWriteWait, 0, fzHold, 2, fzDelete, 2, fzBarrier, fzWriteWait, 0, fzUnhold, 2, fzBarrier, fzClose})
 	f.Add([]byte{32 | 4, fzAddEventfd, 6, fzAddEventfd, 4, fzAddEventfd, 4, fzWrite, 0, fzWrite, 1, fzWrite, 2, fzDelete, 0, fzDelete, 1, fzBarrier, fzWriteWait, 2, fzAfterFunc, 2, 0, fzBarrier})
+	// The same on per-waiter sets with stealing (bit 6): stand-ins on a
+	// blocked waiter's set, and entries disarmed where two waiters meet.
+	f.Add([]byte{64 | 32 | 8, fzAddEventfd, 4, fzAddEventfd, 5, fzAddPipe, 4, fzWrite, 0, fzWrite, 1, fzWrite, 2, fzDelete, 1, fzWriteWait, 0, fzHold, 2, fzDelete, 2, fzBarrier, fzWriteWait, 0, fzUnhold, 2, fzBarrier, fzClose})
+	f.Add([]byte{64 | 32 | 2, fzAddEventfd, 4, fzAddPipe, 4, fzAddEventfd, 6, fzWrite, 0, fzWrite, 1, fzModify, 0, 1, fzWrite, 2, fzDelete, 0, fzWriteWait, 1, fzAfterFunc, 2, 0, fzBarrier, fzDelete, 1})
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzPoller(t, data) })
 }
 
@@ -102,8 +107,12 @@ func fuzzPoller(t *testing.T, data []byte) {
 	}
 	cfg := data[0]
 	data = data[1:]
-	opts := optsFor(topologies[cfg&1], reclaimers[int(cfg>>1&3)%len(reclaimers)], 1+int(cfg>>3&3))
-	if cfg&(1<<5) != 0 && opts.Topology == poller.Shared {
+	topo := topologies[cfg&1]
+	if cfg&(1<<6) != 0 {
+		topo = poller.Stealing
+	}
+	opts := optsFor(topo, reclaimers[int(cfg>>1&3)%len(reclaimers)], 1+int(cfg>>3&3))
+	if cfg&(1<<5) != 0 && opts.Topology != poller.PerWaiter {
 		// Slow handlers (flag bit 2) overrun this at once: their batches
 		// are handed off and waiters grow while the model is checked.
 		opts.Overrun, opts.MaxWaiters = 30*time.Microsecond, opts.Waiters+3

@@ -60,6 +60,26 @@ func (t Topology) String() string {
 	return fmt.Sprintf("Topology(%d)", int(t))
 }
 
+// MarshalText returns the name String gives a known topology, for flags
+// (flag.TextVar) and configuration files.
+func (t Topology) MarshalText() ([]byte, error) {
+	if t < PerWaiter || t > Stealing {
+		return nil, fmt.Errorf("%w: unknown Topology %d", ErrInvalid, int(t))
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText sets t from "per-waiter", "shared" or "stealing".
+func (t *Topology) UnmarshalText(text []byte) error {
+	for _, v := range []Topology{PerWaiter, Shared, Stealing} {
+		if string(text) == v.String() {
+			*t = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown topology %q, want per-waiter, shared or stealing", ErrInvalid, text)
+}
+
 // Limits enforced by New.
 const (
 	MaxWaiters     = 1024

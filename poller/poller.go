@@ -32,8 +32,8 @@
 //     (Poller.release, after slot.toFreeing, which waits for the last hold.)
 //   - Two OnEvent calls for one registration never run at the same time, and
 //     each happens before the next, visibly to the race detector.
-//     (PerWaiter: one waiter owns it, Poller.dispatchOwned; Shared: the
-//     running bit, slot.enterRun and slot.finishRun.)
+//     (PerWaiter: one waiter owns it, Poller.dispatchOwned; Shared and
+//     Stealing: the running bit, slot.enterRun and slot.finishRun.)
 //   - On hang-up or error the registration is removed from epoll before its
 //     final event is delivered; that event is delivered once, then the
 //     registration is released as if deleted. The fd is still open in that
@@ -49,7 +49,9 @@
 // validate them like fresh events, and when every waiter is blocked while
 // events wait, another waiter starts, up to Options.MaxWaiters, joining the
 // reclaimer before its first epoll_wait; an idle extra waiter leaves it and
-// ends. Neither lets a release through early: a handed-off event holds no
+// ends. Topology Stealing does the same on per-waiter sets, starting a
+// stand-in on a blocked waiter's own set, and so dispatches as fast as
+// PerWaiter while nothing blocks. Neither lets a release through early: a handed-off event holds no
 // reference until it is validated, and a waiter leaves only between
 // batches.
 //

@@ -19,12 +19,15 @@ import "errors"
 // registers level-triggered fds one-shot, so a surviving entry reports at
 // most once, and all its waiters would have to leave the old set first.
 
-// renewSet replaces waiter w's epoll set (PerWaiter) with a fresh one
+// renewSet replaces waiter w's epoll set (PerWaiter, Stealing) with a fresh one
 // holding the same registrations, less the entries no registration can
 // remove. It is safe against the rest of the poller because:
 //
-//   - only w waits on its set, and w renews it between two epoll_waits: no
-//     waiter is blocked in the old set, or will be;
+//   - w renews its set between two epoll_waits, and on per-waiter sets
+//     (PerWaiter) only w waits on it. With Stealing a stand-in may be
+//     blocked in epoll_wait on the old set: its call holds the old set
+//     open until it returns, every event it returns is validated as
+//     always, and its next call names the fresh set by the same number;
 //   - the fresh set takes the old one's number with dup3, which closes the
 //     old set in the same step: Add, Modify, Delete and Add's refusal of the
 //     poller's own fds, which know the set by that number, never find it

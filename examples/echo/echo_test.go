@@ -57,6 +57,7 @@ func TestEcho(t *testing.T) {
 			c.sndBuf = 4096
 		}},
 		{"per-waiter/epoch", func(c *config) { c.Topology, c.Reclaimer, c.Size = "per-waiter", "epoch", 1000 }},
+		{"stealing/2-waiters", func(c *config) { c.Waiters, c.Topology, c.Churn = 2, "stealing", 1 }},
 		{"classic", func(c *config) { c.Reclaimer, c.Timeout = "classic", 2*time.Millisecond }},
 	}
 	for _, server := range []string{"conn", "raw", "conn-tls"} {

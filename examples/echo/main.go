@@ -53,7 +53,7 @@ type config struct {
 	Churn     float64       // fraction of connections closed and reopened per second
 	Duration  time.Duration // how long the load runs
 	Waiters   int           // poller waiters; 0 means GOMAXPROCS
-	Topology  string        // "shared" or "per-waiter"
+	Topology  string        // "per-waiter", "shared" or "stealing"
 	Reclaimer string        // "passbuck", "classic" or "epoch"
 	Timeout   time.Duration // epoll_wait timeout (Options.WaitTimeout)
 	Quiet     bool          // summary only
@@ -123,7 +123,7 @@ Flags:
 	fs.Float64Var(&cfg.Churn, "churn", cfg.Churn, "fraction of connections closed and reopened every second (0 disables)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load runs")
 	fs.IntVar(&cfg.Waiters, "waiters", cfg.Waiters, "poller waiter goroutines (0: GOMAXPROCS)")
-	fs.StringVar(&cfg.Topology, "topology", cfg.Topology, "epoll sets: shared (one set, every waiter) or per-waiter")
+	fs.StringVar(&cfg.Topology, "topology", cfg.Topology, "epoll sets: per-waiter, shared (one set, every waiter) or stealing (a set per waiter, a stuck waiter's work taken over)")
 	fs.StringVar(&cfg.Reclaimer, "reclaimer", cfg.Reclaimer, "deferred reclaimer: passbuck, classic (pass the buck with a timeout) or epoch")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, fmt.Sprintf("epoll_wait timeout, 0 blocks (classic needs one: %v if unset)", classicTimeout))
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "print only the summary")
@@ -165,13 +165,8 @@ func (cfg config) options() (poller.Options, error) {
 	}
 	o.Waiters = cfg.Waiters
 	o.WaitTimeout = cfg.Timeout
-	switch cfg.Topology {
-	case "shared":
-		o.Topology = poller.Shared
-	case "per-waiter":
-		o.Topology = poller.PerWaiter
-	default:
-		return o, fmt.Errorf("-topology %q: want shared or per-waiter", cfg.Topology)
+	if err := o.Topology.UnmarshalText([]byte(cfg.Topology)); err != nil {
+		return o, fmt.Errorf("-topology: %w", err)
 	}
 	switch cfg.Reclaimer {
 	case "passbuck":

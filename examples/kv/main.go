@@ -21,12 +21,14 @@
 // then it prints its final statistics.
 //
 // -topology picks the poller's epoll sets: per-waiter (the default: a
-// connection stays on one waiter, the fastest for uniform, cheap commands)
-// or shared (one set for every waiter: the next free waiter takes the next
+// connection stays on one waiter, the fastest for uniform, cheap commands),
+// shared (one set for every waiter: the next free waiter takes the next
 // event, a waiter stuck in a slow command hands the events it had already
 // taken to the others, and more waiters start when all are stuck, so a
 // slow command holds up its own connection, not every connection its
-// waiter serves).
+// waiter serves) or stealing (a set per waiter, as per-waiter, and a
+// waiter stuck in a slow command has its events and its set taken over by
+// another once the poller notices, within a millisecond or two).
 //
 // With -tls-self-signed (or -tls-cert and -tls-key) it speaks RESP over TLS
 // instead, on crypto/tls as package conn runs it, for redis-cli --tls and
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:6380", "address to listen on: host:port for TCP, or a path for a Unix socket")
 	waiters := fs.Int("waiters", 0, "poller waiters (0: GOMAXPROCS)")
-	topology := fs.String("topology", "per-waiter", "epoll sets: per-waiter (a connection stays on one waiter) or shared (one set, any free waiter takes the next event: for commands of uneven cost)")
+	topology := fs.String("topology", "per-waiter", "epoll sets: per-waiter (a connection stays on one waiter), shared (one set, any free waiter takes the next event: for commands of uneven cost) or stealing (a set per waiter; a stuck waiter's work is taken over)")
 	shards := fs.Int("shards", store.DefaultShards, "shards of the key space, each with its own mutex")
 	maxBulk := fs.Int("max-value", resp.DefaultMaxBulk, "longest argument (value) accepted, in bytes")
 	every := fs.Duration("stats", 0, "print the server's statistics this often (0: only at exit)")
@@ -110,14 +112,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return fmt.Errorf("-waiters, -maxclientout must be at least 0; -shards, -max-value and -shutdown-timeout positive")
 	}
 	var topo poller.Topology
-	switch *topology {
-	case "per-waiter":
-		topo = poller.PerWaiter
-	case "shared":
-		topo = poller.Shared
-	default:
+	if err := topo.UnmarshalText([]byte(*topology)); err != nil {
 		fs.Usage()
-		return fmt.Errorf("-topology %q: want per-waiter or shared", *topology)
+		return fmt.Errorf("-topology: %w", err)
 	}
 	if err := tf.check(); err != nil {
 		fs.Usage()

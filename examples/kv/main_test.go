@@ -92,16 +92,26 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// TestTopologyShared: -topology shared serves on one epoll set for every
-// waiter, and says so.
-func TestTopologyShared(t *testing.T) {
+// TestTopology: -topology shared and -topology stealing serve, and say
+// so; an unknown one is refused.
+func TestTopology(t *testing.T) {
+	for _, topo := range []string{"shared", "stealing"} {
+		t.Run(topo, func(t *testing.T) { testTopology(t, topo) })
+	}
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-topology", "spread"}, io.Discard, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "want per-waiter, shared or stealing") {
+		t.Errorf("-topology spread: %v, want an error naming the topologies", err)
+	}
+}
+
+func testTopology(t *testing.T, topo string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan net.Addr, 1)
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-topology", "shared", "-waiters", "4"}, &out, io.Discard, ready)
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-topology", topo, "-waiters", "4"}, &out, io.Discard, ready)
 	}()
 	var bound net.Addr
 	select {
@@ -124,7 +134,7 @@ func TestTopologyShared(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "with 4 waiters (shared)") {
+	if !strings.Contains(out.String(), "with 4 waiters ("+topo+")") {
 		t.Errorf("output does not name the topology:\n%s", out.String())
 	}
 }

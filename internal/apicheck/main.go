@@ -63,12 +63,19 @@ func constants() error {
 		set |= e
 	}
 	reasons := []poller.Reason{poller.Deleted, poller.HungUp, poller.Panicked, poller.Closed}
-	topologies := []poller.Topology{poller.PerWaiter, poller.Shared}
+	topologies := []poller.Topology{poller.PerWaiter, poller.Shared, poller.Stealing}
 	choices := []poller.WaiterChoice{poller.LeastLoaded, poller.OnWaiter(0)}
 	var h poller.Handle
 	if len(limits) != 2 || len(durations) != 2 || set.String() == "" || reasons[3].String() != "closed" ||
 		topologies[1].String() != "shared" || choices[1] == choices[0] || h.Slot() != 0 || h.Gen() != 0 || h.String() != "0/0" {
 		return errors.New("constants or their String methods are not as documented")
+	}
+	for _, topo := range topologies {
+		text, err := topo.MarshalText()
+		var back poller.Topology
+		if err != nil || back.UnmarshalText(text) != nil || back != topo {
+			return fmt.Errorf("Topology %v does not round-trip through its text: %q, %v", topo, text, err)
+		}
 	}
 	return nil
 }
