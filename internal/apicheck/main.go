@@ -74,7 +74,7 @@ func constants() error {
 		text, err := topo.MarshalText()
 		var back poller.Topology
 		if err != nil || back.UnmarshalText(text) != nil || back != topo {
-			return fmt.Errorf("Topology %v does not round-trip through its text: %q, %v", topo, text, err)
+			return fmt.Errorf("topology %v does not round-trip through its text: %q, %v", topo, text, err)
 		}
 	}
 	return nil
