@@ -17,11 +17,13 @@ import (
 // It reports cycles/s, the events/s that kept flowing meanwhile, and
 // peak-released-not-free: the largest Stats.ReleasedNotFree seen, sampled
 // every 32 cycles, which is how far reclamation fell behind the deletes.
+// It runs each reclaimer on each topology: the shared set, per-waiter sets
+// and stealing.
 func BenchmarkChurn(b *testing.B) {
 	for _, topo := range []struct {
 		name string
 		topo poller.Topology
-	}{{"shared", poller.Shared}, {"per-waiter", poller.PerWaiter}} {
+	}{{"shared", poller.Shared}, {"per-waiter", poller.PerWaiter}, {"stealing", poller.Stealing}} {
 		for _, r := range reclaimers {
 			b.Run(topo.name+"/"+r.name, func(b *testing.B) {
 				churn(b, poller.Options{Waiters: 2, Topology: topo.topo, Reclaimer: r.factory, WaitTimeout: r.timeout})
@@ -36,7 +38,9 @@ func churn(b *testing.B, opts poller.Options) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	c := make(counters, opts.Waiters)
+	// One counter per waiter that may run: a shared set (Shared or
+	// Stealing) may start extra waiters if all of its own stall.
+	c := make(counters, p.MaxWaiters())
 	for _, fd := range busyEventfds(b, 64) {
 		_, err := p.Add(poller.Registration{FD: fd, Events: poller.Readable, OnEvent: func(e poller.Event) {
 			handle(e.FD)

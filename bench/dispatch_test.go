@@ -193,7 +193,9 @@ func gracepollLoop(b *testing.B, opts poller.Options, et bool, fds []int) {
 // BenchmarkDispatch measures events/s through W waiters over K busy
 // eventfds: the raw loop (the limit), then gracepoll in its dispatch modes.
 // Compare ns/event within one run: shared-lt pays an EPOLLONESHOT re-arm
-// per event, shared-et an atomic pending bit, per-waiter neither.
+// per event, shared-et an atomic pending bit, per-waiter neither, and
+// stealing-lt (per-waiter sets whose registrations any waiter may run) no
+// re-arm but the running bit's atomics.
 func BenchmarkDispatch(b *testing.B) {
 	for _, w := range []int{1, 2, 4} {
 		for _, k := range []int{64, 4096} {
@@ -207,6 +209,7 @@ func BenchmarkDispatch(b *testing.B) {
 				{"shared-lt", poller.Shared, false},
 				{"shared-et", poller.Shared, true},
 				{"per-waiter-lt", poller.PerWaiter, false},
+				{"stealing-lt", poller.Stealing, false},
 			} {
 				b.Run(name+"/"+v.name, func(b *testing.B) {
 					gracepollLoop(b, poller.Options{Waiters: w, Topology: v.topo}, v.et, busyEventfds(b, k))

@@ -83,11 +83,14 @@ var reclaimers = []struct {
 // BenchmarkDispatchVariants measures events/s through W waiters over K
 // busy eventfds, the handler reading and rewriting the fd, for each
 // variant in one run: the unsafe raw loop (the limit; dispatch_test.go),
-// the naive mutex fix, and gracepoll with each reclaimer on the default
-// shared level-triggered set (one-shot re-arm per event) and on per-waiter
-// sets (no re-arm), plus the shared edge-triggered mode (a pending bit, no
-// re-arm) with the default reclaimer. bench/run.sh divides each variant's ns/event by the
-// raw loop's of the same W and K; the raw loop runs again here so that the
+// the naive mutex fix, and gracepoll with each reclaimer on three
+// level-triggered topologies: the shared set (one-shot re-arm per event),
+// per-waiter sets (the default: no re-arm, a registration only ever on its
+// own waiter) and stealing (per-waiter sets whose registrations any waiter
+// may run, serialised by the running bit: no re-arm per event), plus the
+// shared edge-triggered mode (a pending bit, no re-arm) with the default
+// reclaimer. bench/run.sh divides each variant's ns/event by the raw
+// loop's of the same W and K; the raw loop runs again here so that the
 // ratio compares neighbours in time on a noisy machine.
 func BenchmarkDispatchVariants(b *testing.B) {
 	for _, w := range []int{1, 2, 4} {
@@ -98,7 +101,7 @@ func BenchmarkDispatchVariants(b *testing.B) {
 			for _, topo := range []struct {
 				name string
 				topo poller.Topology
-			}{{"shared-lt", poller.Shared}, {"per-waiter-lt", poller.PerWaiter}} {
+			}{{"shared-lt", poller.Shared}, {"per-waiter-lt", poller.PerWaiter}, {"stealing-lt", poller.Stealing}} {
 				for _, r := range reclaimers {
 					b.Run(name+"/"+topo.name+"/"+r.name, func(b *testing.B) {
 						opts := poller.Options{Waiters: w, Topology: topo.topo, Reclaimer: r.factory, WaitTimeout: r.timeout}

@@ -10,7 +10,10 @@
 # pinned to the first CPU with GOMAXPROCS=1, the client pinned to the
 # second; every reply is checked:
 #   - BenchmarkEcho: examples/echo's load generator, 64-byte messages at 50
-#     and 500 connections with 10 % churn; msgs/s and server CPU per message.
+#     and 500 connections with 10 % churn, against examples/echo's server on
+#     conn and its raw-poller server on the shared set, on stealing and on
+#     per-waiter sets (gracepoll-conn, -shared, -stealing, -per-waiter),
+#     net, gnet and netpoll; msgs/s and server CPU per message.
 #   - BenchmarkConnCycle: dial, one message, close; server CPU per cycle and
 #     release latency (Delete to OnClose) for the servers on the poller.
 #   - BenchmarkKV: redis-benchmark -t ping,set,get, -c 50/500, -P 1/16
@@ -29,20 +32,23 @@
 #     over 200 connections, a fraction p in {0.5 %, 2 %} of them asking
 #     the handler to sleep D in {1 ms, 5 ms}, and the load without skew;
 #     light requests' p50/p99/p99.9/max and the rate achieved, on conn and
-#     the raw poller (4 waiters, shared set and per-waiter sets), gnet (4
-#     loops), netpoll and net. The busy-loop variant (spin) gives the
-#     server both CPUs (GOMAXPROCS=2, one shared with the client), at D
-#     1 ms only (SKEW_SPIN_D): at 2 % and 5 ms the busy loops alone would
-#     fill one of the two CPUs. While it runs, idle CPUs are kept polling
+#     the raw poller (4 waiters: shared set, per-waiter sets, stealing;
+#     skew-conn-* and skew-poller-*), gnet (4 loops), netpoll and net, nine
+#     servers. The busy-loop variant (spin) gives the server both CPUs
+#     (GOMAXPROCS=2, one shared with the client), at D 1 ms only
+#     (SKEW_SPIN_D): at 2 % and 5 ms the busy loops alone would fill one
+#     of the two CPUs. While it runs, idle CPUs are kept polling
 #     (/dev/cpu_dma_latency), see pollIdle in bench/peers.
 #
 # The dispatch variants, echo, connection-cycle, kv, TLS and skew
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
 # interleaved rounds and the report takes medians and shows the spread: on
 # a shared, noisy machine a burst of outside load then hits one round of
-# every variant rather than every round of one. About 20 minutes on 2
-# cores, 8 of them the skew benchmark (about 2.7 s per cell and server at
-# SKEW_TIME=2s, 56 of them per round).
+# every variant rather than every round of one. About 22 minutes on 2
+# cores, 10 of them the skew benchmark (about 2.7 s per cell and server at
+# SKEW_TIME=2s, 72 of them per round: 8 cells, 9 servers). Nothing was cut
+# to make room for stealing's rows (3 more dispatch variants, one more echo
+# server, two more skew servers).
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
 # echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N

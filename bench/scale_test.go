@@ -18,8 +18,8 @@ var scaleSizes = []int{100, 1000, 4000, 16000}
 // BenchmarkScale measures the cost per event and the memory per
 // registration from 100 to 16,000 registrations, every one of them busy
 // (the handler reads and rewrites its eventfd), two waiters: the raw loop
-// as the limit, and gracepoll on the shared and per-waiter topologies with
-// the default reclaimer.
+// as the limit, and gracepoll on the shared, per-waiter and stealing
+// topologies with the default reclaimer.
 //
 // B/reg is the Go heap the poller grew by while K registrations were added
 // (after a GC on both sides), divided by K: slot table chunks, the fd map,
@@ -37,7 +37,7 @@ func BenchmarkScale(b *testing.B) {
 		for _, topo := range []struct {
 			name string
 			topo poller.Topology
-		}{{"shared-lt", poller.Shared}, {"per-waiter-lt", poller.PerWaiter}} {
+		}{{"shared-lt", poller.Shared}, {"per-waiter-lt", poller.PerWaiter}, {"stealing-lt", poller.Stealing}} {
 			b.Run(name+"/"+topo.name, func(b *testing.B) {
 				if !fdsFit(k) {
 					b.Skipf("%d eventfds do not fit under RLIMIT_NOFILE %d with %d open", k, raiseNoFile(), openFDs())
@@ -54,7 +54,9 @@ func scaleLoop(b *testing.B, opts poller.Options, fds []int) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	c := make(counters, opts.Waiters)
+	// One counter per waiter that may run: a shared set (Shared or
+	// Stealing) may start extra waiters if all of its own stall.
+	c := make(counters, p.MaxWaiters())
 	// One handler for every registration, as a server would have: the
 	// closure is not part of the per-registration cost.
 	onEvent := func(e poller.Event) {

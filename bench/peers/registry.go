@@ -13,8 +13,9 @@
 // message, handshakes per second and CPU per handshake, and memory per
 // idle connection; and, under skewed load (a few requests blocking in the
 // handler, BenchmarkSkew), the light requests' latency on conn and on the
-// raw poller with one shared epoll set and with a set per waiter, gnet,
-// netpoll and net. The TLS servers serve a self-signed certificate made
+// raw poller with one shared epoll set, with a set per waiter and with
+// stealing (a set per waiter whose registrations any waiter may run),
+// gnet, netpoll and net. The TLS servers serve a self-signed certificate made
 // in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
@@ -63,10 +64,11 @@ type Named struct {
 // production configuration on the cores it is given (GOMAXPROCS).
 var Servers = []Named{
 	// The examples/echo server on the connection layer (its default),
-	// then its raw-poller server on one shared set and on default
-	// options (per-waiter sets): the gap is what the layer costs.
+	// then its raw-poller server on one shared set, on stealing and on
+	// default options (per-waiter sets): the gap is what the layer costs.
 	{"gracepoll-conn", "echo", func() (Server, error) { return connecho.New(conn.Options{}) }, nil},
 	{"gracepoll-shared", "echo", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Shared}, 0) }, nil},
+	{"gracepoll-stealing", "echo", func() (Server, error) { return echoserver.New(poller.Options{Topology: poller.Stealing}, 0) }, nil},
 	{"gracepoll-per-waiter", "echo", func() (Server, error) { return echoserver.New(poller.Options{}, 0) }, nil},
 	{"net", "echo", func() (Server, error) { return NewNetEcho() }, nil},
 	{"gnet", "echo", func() (Server, error) { return NewGnetEcho() }, nil},
@@ -87,12 +89,15 @@ var Servers = []Named{
 	{"kv-net-tls", "tls-kv", nil, NewKVNetTLS},
 	// The skew servers (BenchmarkSkew): frames echoed after the work
 	// each asks for, on conn and on the raw poller with SkewWaiters
-	// waiters on one shared set and on a set each, gnet with SkewWaiters
-	// loops, netpoll, net.
+	// waiters on one shared set, on a set each and stealing (a set each,
+	// any waiter running any registration), gnet with SkewWaiters loops,
+	// netpoll, net.
 	{"skew-conn-shared", "skew", func() (Server, error) { return NewSkewConn(poller.Shared) }, nil},
 	{"skew-conn-per-waiter", "skew", func() (Server, error) { return NewSkewConn(poller.PerWaiter) }, nil},
+	{"skew-conn-stealing", "skew", func() (Server, error) { return NewSkewConn(poller.Stealing) }, nil},
 	{"skew-poller-shared", "skew", func() (Server, error) { return NewSkewPoller(poller.Shared) }, nil},
 	{"skew-poller-per-waiter", "skew", func() (Server, error) { return NewSkewPoller(poller.PerWaiter) }, nil},
+	{"skew-poller-stealing", "skew", func() (Server, error) { return NewSkewPoller(poller.Stealing) }, nil},
 	{"skew-gnet", "skew", func() (Server, error) { return NewSkewGnet() }, nil},
 	{"skew-netpoll", "skew", func() (Server, error) { return NewSkewNetpoll() }, nil},
 	{"skew-net", "skew", func() (Server, error) { return NewSkewNet() }, nil},

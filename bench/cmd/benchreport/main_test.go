@@ -14,6 +14,8 @@ BenchmarkDispatchVariants/W=2/K=64/naive-mutex-2 	  100000	      2000 ns/op	    
 BenchmarkDispatchVariants/W=2/K=64/shared-lt/passbuck-2 	  100000	      1250 ns/op	    800000 events/s	      1250 ns/event
 BenchmarkDispatchVariants/W=2/K=64/shared-lt/passbuck-2 	  100000	      1000 ns/op	    800000 events/s	      1000 ns/event
 BenchmarkDispatchVariants/W=2/K=64/shared-lt/passbuck-2 	  100000	      1100 ns/op	    800000 events/s	      1100 ns/event
+BenchmarkDispatchVariants/W=2/K=64/per-waiter-lt/passbuck-2 	  100000	      1000 ns/op	   1000000 events/s	      1000 ns/event
+BenchmarkDispatchVariants/W=2/K=64/stealing-lt/passbuck-2 	  100000	      1250 ns/op	    800000 events/s	      1250 ns/event
 BenchmarkReleaseLatency/idle/passbuck-2         	    2000	     30319 ns/op	         8.716 p50-µs	        86.97 p99-µs
 BenchmarkReleaseLatency/idle/passbuck-classic/timeout=10ms-2        	    2000	   1116993 ns/op	     10190 p50-µs	     19704 p99-µs
 BenchmarkReleasePath/passbuck-2         	   20000	      2999 ns/op	      31 B/op	       0 allocs/op
@@ -21,6 +23,8 @@ BenchmarkEcho/conns=500/gnet-2                     	   43195	     32826 ns/op	  
 BenchmarkEcho/conns=500/net-2                      	   43195	     32826 ns/op	     20000 msgs/s	 25.0 server-cpu-µs/msg	 50.0 server-util-%	 100 client-util-%
 BenchmarkEcho/conns=500/gracepoll-shared-2         	   43195	     32826 ns/op	     33000 msgs/s	 22.0 server-cpu-µs/msg	 72.6 server-util-%	 100 client-util-%
 BenchmarkEcho/conns=500/gracepoll-per-waiter-2     	   43195	     32826 ns/op	     31000 msgs/s	 16.0 server-cpu-µs/msg	 49.6 server-util-%	 100 client-util-%
+BenchmarkEcho/conns=500/gracepoll-stealing-2       	   43195	     32826 ns/op	     36000 msgs/s	 15.0 server-cpu-µs/msg	 50.0 server-util-%	 100 client-util-%
+BenchmarkEcho/conns=50/gracepoll-stealing-2        	   43195	     32826 ns/op	     38000 msgs/s	 8.5 server-cpu-µs/msg	 99.0 server-util-%	 80 client-util-%
 BenchmarkEcho/conns=500/gracepoll-conn-2           	   43195	     32826 ns/op	     30000 msgs/s	 16.0 server-cpu-µs/msg	 48.0 server-util-%	 100 client-util-%
 BenchmarkEcho/conns=50/gracepoll-conn-2            	   43195	     32826 ns/op	     30000 msgs/s	 10.0 server-cpu-µs/msg	 95.0 server-util-%	 80 client-util-%
 BenchmarkEcho/conns=50/gnet-2                      	   43195	     32826 ns/op	     40000 msgs/s	 8.0 server-cpu-µs/msg	 99.0 server-util-%	 80 client-util-%
@@ -78,6 +82,21 @@ func TestRender(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| 2 | 64 | 1000000 | 0.50x | 0.91x |", // naive 1000/2000, passbuck 1000/1100
+		// every variant's column: per-waiter 1000/1000, stealing 1000/1250.
+		"| 2 | 64 | 1000000 | 0.50x | 0.91x | – | – | 1.00x | – | – | 0.80x | – | – | – |",
+		// the topologies' events/s; shared has three rounds, the others
+		// one, so the ratios have no round-by-round range.
+		"| 2 | 64 | 1000000 | 800000 | 1000000 | 800000 | 0.80x | 0.80x |",
+		"dispatch on the shared set >= 0.9x per-waiter sets (passbuck, geomean) | 0.91x (shared 0.91x of raw, per-waiter 1.00x) | **met**",
+		"dispatch on stealing >= 0.9x per-waiter sets (passbuck, geomean) | 0.80x (stealing 0.80x of raw, per-waiter 1.00x) | **missed**",
+		// 36000/30000, 36000/31000, gnet's 20 µs over 15; 38000/40000, 8/8.5.
+		"| 500 | gracepoll-stealing | 36000 | 1.20x | 1.16x | 15.0 | 1.33x | 50.0 | 100 | 1 |",
+		"| 50 | gracepoll-stealing | 38000 | 0.95x | – | 8.50 | 0.94x | 99.0 | 80.0 | 1 |",
+		"echo at 500 connections, raw poller on stealing: msgs/s >= 1.0x gnet | 1.20x of gnet | **met**",
+		"echo at 500 connections, raw poller on stealing: CPU efficiency >= 1.0x gnet | 1.33x of gnet (gnet's CPU per message over the server's) | **met**",
+		"echo at 50 connections, raw poller on stealing: msgs/s >= 1.0x gnet | 0.95x of gnet | **missed**",
+		"echo at 50 connections, raw poller on stealing: CPU efficiency >= 1.0x gnet | 0.94x of gnet (gnet's CPU per message over the server's) | **missed**",
+		"| gracepoll-stealing | not run |",
 		"| idle/passbuck | 2000 | 8.72 | 87.0 |",
 		"idle release p99 (passbuck, no timeout) <= 50 µs | 87.0 µs | **missed** |",
 		"| passbuck | 2999 | 0.00 | 31.0 |",

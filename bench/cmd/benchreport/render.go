@@ -17,10 +17,14 @@ var (
 		"naive-mutex",
 		"shared-lt/passbuck", "shared-lt/passbuck-classic", "shared-lt/epoch",
 		"per-waiter-lt/passbuck", "per-waiter-lt/passbuck-classic", "per-waiter-lt/epoch",
+		"stealing-lt/passbuck", "stealing-lt/passbuck-classic", "stealing-lt/epoch",
 		"shared-et/passbuck",
 	}
+	// the level-triggered topologies of BenchmarkDispatchVariants, set
+	// side by side with the default reclaimer.
+	dispatchTopologies = []string{"shared-lt", "per-waiter-lt", "stealing-lt"}
 	// variants of BenchmarkDispatch (dispatch_test.go) after raw.
-	dispatchModes = []string{"shared-lt", "shared-et", "per-waiter-lt"}
+	dispatchModes = []string{"shared-lt", "shared-et", "per-waiter-lt", "stealing-lt"}
 	latencyCases  = []string{
 		"idle/passbuck", "idle/epoch",
 		"idle/passbuck-classic/timeout=1ms", "idle/passbuck-classic/timeout=10ms", "idle/passbuck-classic/timeout=100ms",
@@ -29,17 +33,20 @@ var (
 	churnCases = []string{
 		"shared/passbuck", "shared/passbuck-classic", "shared/epoch",
 		"per-waiter/passbuck", "per-waiter/passbuck-classic", "per-waiter/epoch",
+		"stealing/passbuck", "stealing/passbuck-classic", "stealing/epoch",
 	}
-	scaleK       = []int{100, 1000, 4000, 16000}
-	echoServers  = []string{"gracepoll-conn", "gracepoll-shared", "gracepoll-per-waiter", "net", "gnet", "netpoll"}
-	echoConns    = []int{50, 500}
-	kvServers    = []string{"kv-conn", "kv-net", "kv-gnet"}
-	kvClients    = []int{50, 500}
-	kvPipelines  = []int{1, 16}
-	kvTests      = []string{"PING_INLINE", "PING_MBULK", "SET", "GET"}
-	idleCounts   = []int{1000, 10000}
-	reclaimKinds = []string{"passbuck", "passbuck-classic", "epoch"}
-	reclaimOps   = []string{"QuiesceIdle", "RetireOnly", "Retire", "RetireParallel", "GracePeriodOffline", "GracePeriodQuiescing"}
+	// the topologies of BenchmarkScale after raw.
+	scaleTopologies = []string{"shared-lt", "per-waiter-lt", "stealing-lt"}
+	scaleK          = []int{100, 1000, 4000, 16000}
+	echoServers     = []string{"gracepoll-conn", "gracepoll-shared", "gracepoll-stealing", "gracepoll-per-waiter", "net", "gnet", "netpoll"}
+	echoConns       = []int{50, 500}
+	kvServers       = []string{"kv-conn", "kv-net", "kv-gnet"}
+	kvClients       = []int{50, 500}
+	kvPipelines     = []int{1, 16}
+	kvTests         = []string{"PING_INLINE", "PING_MBULK", "SET", "GET"}
+	idleCounts      = []int{1000, 10000}
+	reclaimKinds    = []string{"passbuck", "passbuck-classic", "epoch"}
+	reclaimOps      = []string{"QuiesceIdle", "RetireOnly", "Retire", "RetireParallel", "GracePeriodOffline", "GracePeriodQuiescing"}
 )
 
 const dash = "–"
@@ -119,8 +126,10 @@ func renderDispatch(w io.Writer, r results) []target {
 		"**raw** is the unsafe limit: one level-triggered epoll set, the fd in epoll data, no validation, "+
 		"no reclamation, no serialisation. **naive-mutex** is the fix a user writes first (per-registration "+
 		"mutex and dead flag, the EPOLL_CTL_DISABLE self-test's idea) on the same set. gracepoll runs with each "+
-		"reclaimer on per-waiter sets (the default topology: one set per waiter, no re-arm) and on the shared "+
-		"level-triggered set (EPOLLONESHOT, re-armed after every event); shared-et is the shared set "+
+		"reclaimer on per-waiter sets (the default topology: one set per waiter, no re-arm), on the shared "+
+		"level-triggered set (EPOLLONESHOT, re-armed after every event) and on stealing (per-waiter sets, plain "+
+		"level-triggered entries, any waiter may run any registration, serialised by the running bit: no re-arm "+
+		"per event); shared-et is the shared set "+
 		"edge-triggered (a pending bit instead of the "+
 		"re-arm). A ratio of 1.00x is the raw loop's throughput; higher is faster "+
 		"(`BenchmarkDispatchVariants`, raw ns/event divided by the variant's).\n\n")
@@ -158,9 +167,10 @@ func renderDispatch(w io.Writer, r results) []target {
 		}
 	}
 	fmt.Fprintf(w, "\n\n")
+	renderTopologies(w, r)
 
 	fmt.Fprintf(w, "Dispatch modes with the default reclaimer (`BenchmarkDispatch` in dispatch_test.go, one round, "+
-		"its own raw baseline; the table above repeats these modes with more rounds): shared-lt pays an `EPOLL_CTL_MOD` re-arm per event, shared-et an atomic pending bit, per-waiter-lt neither.\n\n")
+		"its own raw baseline; the tables above repeat these modes with more rounds): shared-lt pays an `EPOLL_CTL_MOD` re-arm per event, shared-et an atomic pending bit, per-waiter-lt neither, stealing-lt no re-arm but the running bit's atomics.\n\n")
 	fmt.Fprintf(w, "| W | K | raw events/s |")
 	for _, v := range dispatchModes {
 		fmt.Fprintf(w, " %s |", v)
@@ -221,7 +231,43 @@ func renderDispatch(w io.Writer, r results) []target {
 				"for its lock, which the unsafe raw loop on one set pays too. No design that keeps a level-triggered " +
 				"registration from reaching two waiters at once has been found that avoids both."})
 	}
+	if st, pw := per["stealing-lt/passbuck"], per["per-waiter-lt/passbuck"]; len(st) > 0 && len(pw) > 0 {
+		x := geomean(st) / geomean(pw)
+		ts = append(ts, target{"dispatch on stealing >= 0.9x per-waiter sets (passbuck, geomean)",
+			fmt.Sprintf("%s (stealing %s of raw, per-waiter %s)", ratio(x), ratio(geomean(st)), ratio(geomean(pw))), x >= 0.9,
+			"stealing keeps per-waiter sets and needs no re-arm, but since another waiter may run any registration " +
+				"every event enters and leaves the registration's running bit (atomic operations on its state word, " +
+				"slot.enterRun and slot.finishRun), and a batch the monitor watches takes its mutex; a per-waiter set's " +
+				"waiter owns its registrations and needs neither. Compare the per-W/K ratios and the rounds in the raw output."})
+	}
 	return ts
+}
+
+// renderTopologies sets the level-triggered topologies side by side with
+// the default reclaimer: events/s at each W and K, and stealing's and the
+// shared set's ratio to per-waiter sets, round by round.
+func renderTopologies(w io.Writer, r results) {
+	fmt.Fprintf(w, "The level-triggered topologies with the default reclaimer (passbuck), same runs as above: events/s "+
+		"(medians over the rounds), and stealing's and the shared set's events/s over per-waiter sets' at the same W "+
+		"and K (the ratio of the medians, the range of the round-by-round ratios in parentheses).\n\n")
+	fmt.Fprintf(w, "| W | K | raw events/s |")
+	for _, t := range dispatchTopologies {
+		fmt.Fprintf(w, " %s events/s |", t)
+	}
+	fmt.Fprintf(w, " stealing / per-waiter | shared / per-waiter |\n|---|---|---|%s---|---|\n", strings.Repeat("---|", len(dispatchTopologies)))
+	for _, wn := range dispatchW {
+		for _, k := range dispatchK {
+			base := fmt.Sprintf("BenchmarkDispatchVariants/W=%d/K=%d/", wn, k)
+			fmt.Fprintf(w, "| %d | %d | %s |", wn, k, r.num(base+"raw", "events/s"))
+			for _, t := range dispatchTopologies {
+				fmt.Fprintf(w, " %s |", r.num(base+t+"/passbuck", "events/s"))
+			}
+			pw := base + "per-waiter-lt/passbuck"
+			fmt.Fprintf(w, " %s | %s |\n", r.ratioCell(base+"stealing-lt/passbuck", pw, "events/s"),
+				r.ratioCell(base+"shared-lt/passbuck", pw, "events/s"))
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func renderLatency(w io.Writer, r results) []target {
@@ -331,16 +377,20 @@ func renderScale(w io.Writer, r results) {
 	fmt.Fprintf(w, "K busy eventfds, two waiters, default reclaimer. B/reg is the Go heap added per "+
 		"registration (slot table chunks of 1024 slots, the fd map); the kernel's epitem and file are not "+
 		"counted, and no variant avoids them. Small K pays for a whole chunk (`BenchmarkScale`).\n\n")
-	fmt.Fprintf(w, "| K | raw ns/event | shared-lt ns/event | ratio | per-waiter-lt ns/event | ratio | B/reg |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| K | raw ns/event |")
+	for _, t := range scaleTopologies {
+		fmt.Fprintf(w, " %s ns/event | ratio |", t)
+	}
+	fmt.Fprintf(w, " B/reg |\n|---|---|%s---|\n", strings.Repeat("---|---|", len(scaleTopologies)))
 	for _, k := range scaleK {
 		base := fmt.Sprintf("BenchmarkScale/K=%d/", k)
 		raw, ok := r.get(base+"raw", "ns/event")
 		if !ok {
-			fmt.Fprintf(w, "| %d | skipped or missing | | | | | |\n", k)
+			fmt.Fprintf(w, "| %d | skipped or missing |%s |\n", k, strings.Repeat(" | |", len(scaleTopologies)))
 			continue
 		}
 		row := fmt.Sprintf("| %d | %s |", k, fmtNum(raw))
-		for _, v := range []string{"shared-lt", "per-waiter-lt"} {
+		for _, v := range scaleTopologies {
 			if ns, ok := r.get(base+v, "ns/event"); ok {
 				row += fmt.Sprintf(" %s | %s |", fmtNum(ns), ratio(raw/ns))
 			} else {

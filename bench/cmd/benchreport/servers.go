@@ -91,7 +91,8 @@ func renderEcho(w io.Writer, r results) []target {
 		"N connections ping-pong 64-byte messages, every reply checked byte for byte, while 10%% of the connections "+
 		"are closed and reopened every second (half by a reset) (`BenchmarkEcho`). gracepoll-conn is the examples/echo "+
 		"server (a conn.Handler, package conn, default options); gracepoll-per-waiter is its raw-poller server "+
-		"(examples/echo/echoserver) on default options (per-waiter sets), gracepoll-shared the same on one shared set. "+
+		"(examples/echo/echoserver) on default options (per-waiter sets), gracepoll-shared the same on one shared set, "+
+		"gracepoll-stealing the same on stealing (per-waiter sets whose registrations any waiter may run). "+
 		"net is one goroutine per connection; gnet v2.9.7 runs one event loop per core (WithMulticore); "+
 		"cloudwego/netpoll v0.7.2 runs its defaults. CPU eff. vs gnet is gnet's CPU per message over the server's "+
 		"(above 1: less CPU than gnet).\n\n", pinnedSetup)
@@ -124,6 +125,19 @@ func renderEcho(w io.Writer, r results) []target {
 			ts = append(ts, target{fmt.Sprintf("conn echo >= 0.95x the raw-poller echo at %d connections (the layer costs at most 5 %%)", n),
 				c.String() + " of the raw-poller server", c.decisive() >= 0.95, layerWhy})
 		}
+	}
+	// The raw-poller server on stealing against gnet, at each load, on
+	// both figures of the table: msgs/s (vs gnet) and CPU eff. vs gnet.
+	for _, n := range echoConns {
+		c, ok := r.compare(name(n, "gracepoll-stealing"), name(n, "gnet"), "msgs/s", "server-cpu-µs/msg")
+		if !ok {
+			continue
+		}
+		ts = append(ts,
+			target{fmt.Sprintf("echo at %d connections, raw poller on stealing: msgs/s >= 1.0x gnet", n),
+				fmt.Sprintf("%s of gnet", ratio(c.speed)), c.speed >= 1.0, echoWhy},
+			target{fmt.Sprintf("echo at %d connections, raw poller on stealing: CPU efficiency >= 1.0x gnet", n),
+				fmt.Sprintf("%s of gnet (gnet's CPU per message over the server's)", ratio(c.efficiency)), c.efficiency >= 1.0, echoWhy})
 	}
 	// The earlier targets (issue 9), at 500 connections, on throughput.
 	gm, okg := r.get(name(500, "gnet"), "msgs/s")

@@ -11,11 +11,16 @@ import (
 // BenchmarkSkew runs them, after the kind of work ("sleep/" or "spin/").
 var (
 	skewServers = []string{
-		"skew-conn-shared", "skew-conn-per-waiter", "skew-poller-shared", "skew-poller-per-waiter",
+		"skew-conn-shared", "skew-conn-per-waiter", "skew-conn-stealing",
+		"skew-poller-shared", "skew-poller-per-waiter", "skew-poller-stealing",
 		"skew-gnet", "skew-netpoll", "skew-net",
 	}
-	skewCells = []string{"none", "p=0.5%/D=1ms", "p=2%/D=1ms", "p=0.5%/D=5ms", "p=2%/D=5ms"}
-	// skewBases are the peers conn-shared is set against.
+	// skewSubjects are the servers set against the peers, each in a
+	// ratio table and with targets of its own: conn on the shared set
+	// and on stealing.
+	skewSubjects = []string{"skew-conn-shared", "skew-conn-stealing"}
+	skewCells    = []string{"none", "p=0.5%/D=1ms", "p=2%/D=1ms", "p=0.5%/D=5ms", "p=2%/D=5ms"}
+	// skewBases are the peers skewSubjects are set against.
 	skewBases = []string{"skew-gnet", "skew-netpoll", "skew-net"}
 )
 
@@ -31,8 +36,10 @@ func renderSkew(w io.Writer, r results) []target {
 		"**sleep** D (a blocking call) or to **spin** D (a busy loop) before echoing it. The client is one thread on its own "+
 		"epoll set, pinned to the second CPU; a light request's latency runs from its scheduled send to the reply's last "+
 		"byte, so a client that falls behind counts against the server, never hides it. **skew-conn-*** is a conn.Handler on "+
-		"package conn, **skew-poller-*** a server written on the poller itself, both with 4 waiters on the shared set or a "+
-		"set per waiter, the poller's other defaults; **skew-gnet** gnet v2 with 4 event loops; **skew-netpoll** "+
+		"package conn, **skew-poller-*** a server written on the poller itself, both with 4 waiters on the shared set, on a "+
+		"set per waiter, or on stealing (a set per waiter whose registrations any waiter may run, a blocked waiter's "+
+		"batch handed off and a stand-in started on its set), the poller's other defaults; **skew-gnet** gnet v2 with 4 "+
+		"event loops; **skew-netpoll** "+
 		"cloudwego/netpoll's defaults (handlers on its goroutine pool); **skew-net** a goroutine per connection. "+
 		"Sleep cells: the server pinned to the first CPU with GOMAXPROCS=1, the client polling between sends on the second. "+
 		"Spin cells: a busy loop on one CPU stalls every design alike, so the server gets GOMAXPROCS=2 on **both CPUs, one "+
@@ -71,34 +78,54 @@ func renderSkew(w io.Writer, r results) []target {
 			fmt.Fprintf(w, "| not run | | | | | | | | | |\n\n")
 			continue
 		}
-		fmt.Fprintf(w, "\nskew-conn-shared's light-request latency over each peer's, per cell (below 1: lower than the peer's):\n\n")
-		fmt.Fprintf(w, "| cell |")
-		for _, base := range skewBases {
-			fmt.Fprintf(w, " p99 vs %s | p99.9 vs %s |", strings.TrimPrefix(base, "skew-"), strings.TrimPrefix(base, "skew-"))
+		for _, subject := range skewSubjects {
+			renderSkewRatios(w, r, work, subject)
 		}
-		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|---|", len(skewBases)))
-		for _, cell := range skewCells {
-			conn := skewName(work, cell, "skew-conn-shared")
-			if _, ok := r.get(conn, "light-p99-µs"); !ok {
-				continue
-			}
-			fmt.Fprintf(w, "| %s |", cell)
-			for _, base := range skewBases {
-				b := skewName(work, cell, base)
-				fmt.Fprintf(w, " %s | %s |", r.ratioCell(conn, b, "light-p99-µs"), r.ratioCell(conn, b, "light-p99.9-µs"))
-			}
-			fmt.Fprintln(w)
+	}
+	var ts []target
+	for _, subject := range skewSubjects {
+		ts = append(ts, skewTargets(r, subject)...)
+	}
+	return ts
+}
+
+// renderSkewRatios writes subject's light-request latency over each
+// peer's (skewBases), per cell of one kind of work, if subject ran.
+func renderSkewRatios(w io.Writer, r results, work, subject string) {
+	var cells []string
+	for _, cell := range skewCells {
+		if _, ok := r.get(skewName(work, cell, subject), "light-p99-µs"); ok {
+			cells = append(cells, cell)
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s's light-request latency over each peer's, per cell (below 1: lower than the peer's):\n\n", subject)
+	fmt.Fprintf(w, "| cell |")
+	for _, base := range skewBases {
+		fmt.Fprintf(w, " p99 vs %s | p99.9 vs %s |", strings.TrimPrefix(base, "skew-"), strings.TrimPrefix(base, "skew-"))
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|---|", len(skewBases)))
+	for _, cell := range cells {
+		conn := skewName(work, cell, subject)
+		fmt.Fprintf(w, "| %s |", cell)
+		for _, base := range skewBases {
+			b := skewName(work, cell, base)
+			fmt.Fprintf(w, " %s | %s |", r.ratioCell(conn, b, "light-p99-µs"), r.ratioCell(conn, b, "light-p99.9-µs"))
 		}
 		fmt.Fprintln(w)
 	}
-	return skewTargets(r)
+	fmt.Fprintln(w)
 }
 
-// skewTargets are the shared set's targets under blocking skew (the sleep
-// cells): against each peer in every skewed cell, its p99.9 against its own
-// without skew, and without skew against gnet and per-waiter sets.
-func skewTargets(r results) []target {
-	conn := func(cell string) string { return skewName("sleep", cell, "skew-conn-shared") }
+// skewTargets are subject's targets (conn on the shared set or on
+// stealing) under blocking skew (the sleep cells): against each peer in
+// every skewed cell, its p99.9 against its own without skew, and without
+// skew against gnet and per-waiter sets.
+func skewTargets(r results, subject string) []target {
+	conn := func(cell string) string { return skewName("sleep", cell, subject) }
+	label := strings.TrimPrefix(subject, "skew-")
 	const why = "light requests wait behind a blocked handler until the monitor finds it: at best Overrun (250 µs), " +
 		"and 1-2 ms when every P is idle, since the Go timer that drives the monitor then fires on the runtime's " +
 		"whole-millisecond epoll_wait; a goroutine per connection (net) or a pool (netpoll) never queues a request " +
@@ -114,20 +141,25 @@ func skewTargets(r results) []target {
 			if !ok {
 				continue
 			}
-			ts = append(ts, target{fmt.Sprintf("skew %s (sleep): conn-shared light p99 <= %gx %s's", cell, c.limit, strings.TrimPrefix(c.base, "skew-")),
+			ts = append(ts, target{fmt.Sprintf("skew %s (sleep): %s light p99 <= %gx %s's", cell, label, c.limit, strings.TrimPrefix(c.base, "skew-")),
 				r.ratioCell(conn(cell), skewName("sleep", cell, c.base), "light-p99-µs"), x <= c.limit, why})
 		}
 		if x, ok := r.medianRatio(conn(cell), conn("none"), "light-p99.9-µs"); ok {
-			ts = append(ts, target{fmt.Sprintf("skew %s (sleep): conn-shared light p99.9 <= 5x its own without skew", cell),
+			ts = append(ts, target{fmt.Sprintf("skew %s (sleep): %s light p99.9 <= 5x its own without skew", cell, label),
 				ratio(x), x <= 5, why})
 		}
 	}
+	noSkewWhy := "without skew the shared set pays the re-arm per event and the contention of one set (see dispatch); " +
+		"on this VM the p99 without skew is mostly cross-CPU wake-up latency, hundreds of µs for every server: compare the rounds."
+	if subject == "skew-conn-stealing" {
+		noSkewWhy = "without skew stealing runs per-waiter sets with no re-arm; what it adds is the running bit per event and " +
+			"a mutex per batch for the monitor's hand-off (see dispatch). On this VM the p99 without skew is mostly cross-CPU " +
+			"wake-up latency, hundreds of µs for every server: compare the rounds."
+	}
 	for _, base := range []string{"skew-gnet", "skew-conn-per-waiter"} {
 		if x, ok := r.medianRatio(conn("none"), skewName("sleep", "none", base), "light-p99-µs"); ok {
-			ts = append(ts, target{fmt.Sprintf("no skew: conn-shared light p99 within 10 %% of %s's", strings.TrimPrefix(base, "skew-")),
-				r.ratioCell(conn("none"), skewName("sleep", "none", base), "light-p99-µs"), x <= 1.1,
-				"without skew the shared set pays the re-arm per event and the contention of one set (see dispatch); " +
-					"on this VM the p99 without skew is mostly cross-CPU wake-up latency, hundreds of µs for every server: compare the rounds."})
+			ts = append(ts, target{fmt.Sprintf("no skew: %s light p99 within 10 %% of %s's", label, strings.TrimPrefix(base, "skew-")),
+				r.ratioCell(conn("none"), skewName("sleep", "none", base), "light-p99-µs"), x <= 1.1, noSkewWhy})
 		}
 	}
 	return ts
