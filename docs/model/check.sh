@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Model-check docs/model/passbuck.pml with spin: each correct configuration
-# (the base model, OTHERS, HANDOFF, MEMBERSHIP, HANDOFF with MEMBERSHIP)
-# must pass an exhaustive search, and every deliberately broken variant must
-# violate the assertion it is meant to break. Installs nothing (needs spin and gcc);
+# Model-check docs/model/passbuck.pml and docs/model/disarm.pml with spin:
+# each correct configuration (the base model, OTHERS, HANDOFF, MEMBERSHIP,
+# HANDOFF with MEMBERSHIP; disarm with 2 and 3 waiters) must pass an
+# exhaustive search, and every deliberately broken variant must violate the
+# assertion it is meant to break. Installs nothing (needs spin and gcc);
 # builds in a temporary directory, so nothing is left in the repository.
 #
 #   bash docs/model/check.sh       # default bounds: about 2.5-3 minutes, <1.5 GB
@@ -27,7 +28,7 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp "$here/passbuck.pml" "$tmp/"
+cp "$here/passbuck.pml" "$here/disarm.pml" "$tmp/"
 cd "$tmp"
 
 BOUNDS=${BOUNDS:-}
@@ -36,6 +37,8 @@ CCFLAGS=${CCFLAGS:-}
 USE='gen==held'          # USE: the validated generation is still current
 RELEASE='held\[0\]!=gen' # RELEASE: nobody holds what is being released
 PARKED='nrel=='          # PARKED: nothing parked once everything is blocked
+LOST='!\(ready\)'           # LOST: no data left unread once nothing can move (disarm.pml)
+model=passbuck.pml       # the model check() builds
 
 broken=0
 start=$SECONDS
@@ -50,7 +53,7 @@ check() {
 	rm -f pan pan.* ./*.trail
 	# shellcheck disable=SC2086 # BOUNDS, CCFLAGS, panflags are word lists;
 	# a -D in a line's own flags overrides the same one in BOUNDS
-	if ! spin $BOUNDS "$@" -a passbuck.pml >spin.out 2>&1 ||
+	if ! spin $BOUNDS "$@" -a "$model" >spin.out 2>&1 ||
 		! gcc -w -O2 -DSAFETY $CCFLAGS $ccextra -o pan pan.c >gcc.out 2>&1; then
 		echo "FAIL  $name: spin or gcc failed"
 		cat spin.out gcc.out
@@ -70,6 +73,7 @@ check() {
 	*'held[0]!=gen'*) which=RELEASE ;;
 	*gen==held*) which=USE ;;
 	*nrel==*) which=PARKED ;;
+	*'!(ready)'*) which=LOST ;;
 	esac
 	if [ -z "$errors" ]; then
 		echo "FAIL  $name: no result from pan"
@@ -88,7 +92,7 @@ check() {
 	else
 		if [ "$errors" -ge 1 ] && printf '%s\n' "$violated" | grep -Eq "$pattern"; then
 			# shellcheck disable=SC2086
-			trail=$(spin $BOUNDS "$@" -t passbuck.pml 2>&1 |
+			trail=$(spin $BOUNDS "$@" -t "$model" 2>&1 |
 				sed -n 's/.*trail ends after \([0-9]*\) steps.*/\1/p')
 			verdict="ok    $name: errors: $errors (expected >=1), $which assertion violated, trail $trail steps"
 		else
@@ -131,6 +135,14 @@ check MEMBERSHIP:JOIN_KEEPS_ABSENT fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITE
 check MEMBERSHIP:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVE_ONLINE
 check MEMBERSHIP,LEAVER=2:VALIDATE_BEFORE_JOIN fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2 -DVALIDATE_BEFORE_JOIN
 check MEMBERSHIP,LEAVER=2:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2 -DLEAVE_ONLINE
+# Disarming and re-arming a Stealing registration's level-triggered entry
+# where two waiters meet on it: no readiness is ever left unreported.
+model=disarm.pml
+check disarm pass '' '' ''
+check disarm,W=3 pass '' '' '' -DW=3
+check disarm:NO_REARM fail "$LOST" '' '' -DNO_REARM
+check disarm:UNCHECKED_DISARM fail "$LOST" '' '' -DUNCHECKED_DISARM
+check disarm:UNLOCKED_DISARM fail "$LOST" '' '' -DUNLOCKED_DISARM
 echo "total $((SECONDS - start))s"
 if [ "$broken" != 0 ]; then
 	echo "check.sh: an expectation is broken" >&2
