@@ -78,6 +78,7 @@ func renderSkew(w io.Writer, r results) []target {
 			fmt.Fprintf(w, "| not run | | | | | | | | | |\n\n")
 			continue
 		}
+		fmt.Fprintln(w)
 		for _, subject := range skewSubjects {
 			renderSkewRatios(w, r, work, subject)
 		}
@@ -101,7 +102,7 @@ func renderSkewRatios(w io.Writer, r results, work, subject string) {
 	if len(cells) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s's light-request latency over each peer's, per cell (below 1: lower than the peer's):\n\n", subject)
+	fmt.Fprintf(w, "%s's light-request latency over each peer's, per cell (below 1: lower than the peer's):\n\n", subject)
 	fmt.Fprintf(w, "| cell |")
 	for _, base := range skewBases {
 		fmt.Fprintf(w, " p99 vs %s | p99.9 vs %s |", strings.TrimPrefix(base, "skew-"), strings.TrimPrefix(base, "skew-"))
