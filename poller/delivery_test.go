@@ -30,7 +30,8 @@ var fdKinds = []fdKind{
 
 // TestFDAccounting checks the fd leak helper itself and what the poller
 // opens and closes: New opens a wake-up eventfd, an epoll fd and a mailbox
-// eventfd per set, and a hand-off eventfd on a shared set; Close
+// eventfd per set, an epoll fd per waiter for its parker, and a hand-off
+// eventfd on a shared set; Close
 // closes those and every CloseFD fd, and leaves the others open.
 func TestFDAccounting(t *testing.T) {
 	forEachConfig(t, func(t *testing.T, opts poller.Options) {
@@ -47,8 +48,8 @@ func TestFDAccounting(t *testing.T) {
 		case poller.Stealing:
 			sets = opts.Waiters
 		}
-		if got, want := countFDs(t), before+1+2*sets+handoff; got != want {
-			t.Errorf("after New: %d fds open, want %d (a wake eventfd, %d epoll fds and timer mailbox eventfds, %d hand-off eventfd)", got, want, sets, handoff)
+		if got, want := countFDs(t), before+1+2*sets+opts.Waiters+handoff; got != want {
+			t.Errorf("after New: %d fds open, want %d (a wake eventfd, %d epoll fds and timer mailbox eventfds, %d parkers, %d hand-off eventfd)", got, want, sets, opts.Waiters, handoff)
 		}
 		var owned, mine []int
 		for i := range 4 {

@@ -4,10 +4,12 @@ package poller
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -196,3 +198,77 @@ func readable(fd int) bool {
 func closeFD(fd int) { unix.Close(fd) }
 
 func gettid() int { return unix.Gettid() }
+
+// parker is how a waiter blocks: in the Go runtime's netpoller, on an
+// epoll set of its own that holds the waiter's epoll set (an epoll fd polls
+// readable while its ready list is not empty), rather than in epoll_wait.
+// A goroutine blocked in a system call keeps its P until sysmon takes it
+// back, which on an idle process, where sysmon sleeps up to 10 ms between
+// looks, can be milliseconds: with GOMAXPROCS=1 a handler's time.Sleep, or
+// another waiter's events, then wait that long for the one P. A goroutine
+// parked in the netpoller holds no P. Each waiter has its own parker, as an
+// *os.File takes one reader at a time, made once: when its set is renewed
+// or it stands in on another, it watches the new set instead, and no fd
+// number is taken after New but for an extra waiter's first start.
+type parker struct {
+	f      *os.File
+	fd     int
+	target int // the epoll set it watches, -1 if none
+}
+
+func newParker() (*parker, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("poller: epoll_create1: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("poller: epoll fd non-blocking: %w", err)
+	}
+	return &parker{f: os.NewFile(uintptr(fd), "poller parker"), fd: fd, target: -1}, nil
+}
+
+// watch makes k watch epoll set epfd: in place of the one it watched, or
+// again after epfd's number was given a renewed set (the old set's entry
+// went with the old set).
+func (k *parker) watch(epfd int) error {
+	if k.target >= 0 && k.target != epfd {
+		unix.EpollCtl(k.fd, unix.EPOLL_CTL_DEL, k.target, nil)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN}
+	if err := unix.EpollCtl(k.fd, unix.EPOLL_CTL_ADD, epfd, &ev); err != nil && err != unix.EEXIST {
+		return fmt.Errorf("poller: parker: watch epoll set: %w", err)
+	}
+	k.target = epfd
+	return nil
+}
+
+// wait returns the events ready in the watched set, parking until there
+// are some or msec milliseconds have passed (msec < 0: no limit).
+func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
+	rc, err := k.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var deadline time.Time
+	if msec >= 0 {
+		deadline = time.Now().Add(time.Duration(msec) * time.Millisecond)
+	}
+	k.f.SetReadDeadline(deadline)
+	var n int
+	var werr error
+	err = rc.Read(func(uintptr) bool {
+		n, werr = epollWait(k.target, evs, 0)
+		return n > 0 || werr != nil
+	})
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	return n, werr
+}
+
+// close closes the parker's own set.
+func (k *parker) close() { k.f.Close() }

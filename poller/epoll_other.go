@@ -36,3 +36,10 @@ func drain(efd int)                               {}
 func readable(fd int) bool                        { return false }
 func closeFD(fd int)                              {}
 func gettid() int                                 { return 0 }
+
+type parker struct{ fd int }
+
+func newParker() (*parker, error)                              { return nil, ErrUnsupported }
+func (k *parker) watch(epfd int) error                         { return ErrUnsupported }
+func (k *parker) wait(evs []epollEvent, msec int) (int, error) { return 0, ErrUnsupported }
+func (k *parker) close()                                       {}

@@ -170,8 +170,8 @@ func TestAddRefusesOwnFDs(t *testing.T) {
 			case poller.Stealing:
 				sets = waiters
 			}
-			if len(epolls) != sets || len(eventfds) != 1+sets+handoff {
-				t.Fatalf("New opened %d epoll fds and %d eventfds, want %d and %d (wake-up, a mailbox per set, and the shared set's hand-off)", len(epolls), len(eventfds), sets, 1+sets+handoff)
+			if len(epolls) != sets+waiters || len(eventfds) != 1+sets+handoff {
+				t.Fatalf("New opened %d epoll fds and %d eventfds, want %d (the sets, and a parker per waiter) and %d (wake-up, a mailbox per set, and the shared set's hand-off)", len(epolls), len(eventfds), sets+waiters, 1+sets+handoff)
 			}
 			for _, fd := range append(epolls, eventfds...) {
 				for _, closeFD := range []bool{true, false} {
@@ -514,7 +514,7 @@ func TestRenewWhileChurning(t *testing.T) {
 	if st := p.Stats(); st.ClosedEarly != renewals {
 		t.Errorf("Stats.ClosedEarly = %d, want %d", st.ClosedEarly, renewals)
 	}
-	if n < renewals/4 {
+	if n < renewals/10 { // each churn is six round trips through the waiter
 		t.Errorf("only %d registrations churned during %d renewals", n, renewals)
 	}
 	before := p.Stats().Wakeups

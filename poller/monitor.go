@@ -1,7 +1,9 @@
 package poller
 
 import (
+	"cmp"
 	"runtime/metrics"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -53,8 +55,12 @@ type monitor struct {
 	needAt atomic.Int64
 	// runnable reads the runtime's count of goroutines waiting for a P.
 	runnable [1]metrics.Sample
-	// running and blocked count each set's waiters during a scan.
+	// running and blocked count each set's waiters during a scan, and
+	// since is when the last of a set's blocked waiters was first seen
+	// stuck; want lists the sets that need a waiter.
 	running, blocked []int
+	since            []int64
+	want             []int
 }
 
 // retireOverruns is how long, in Overruns, after the last moment every
@@ -76,6 +82,8 @@ func newMonitor(overrun time.Duration, sets int) *monitor {
 		done:    make(chan struct{}),
 		running: make([]int, sets),
 		blocked: make([]int, sets),
+		since:   make([]int64, sets),
+		want:    make([]int, 0, sets),
 	}
 	m.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	return m
@@ -146,6 +154,7 @@ func (p *Poller) scan() (processing bool) {
 	now := p.now()
 	clear(m.running)
 	clear(m.blocked)
+	clear(m.since)
 	blocked := 0
 	for i := range int(p.highWater.Load()) {
 		w := &p.waiters[i]
@@ -171,6 +180,7 @@ func (p *Poller) scan() (processing bool) {
 			continue
 		}
 		m.blocked[w.set]++
+		m.since[w.set] = max(m.since[w.set], w.seenAt)
 		blocked++
 		testHookBlocked(p, w)
 		if k := w.b.takeRest(&p.hq); k > 0 {
@@ -182,21 +192,35 @@ func (p *Poller) scan() (processing bool) {
 	if blocked == 0 {
 		return processing
 	}
-	starved := -1 // read once, if a set needs a waiter
+	m.want = m.want[:0]
 	for set, n := range m.running {
-		if n == 0 || m.blocked[set] < n || !p.workWaiting(set) {
-			continue
+		if n > 0 && m.blocked[set] == n && p.workWaiting(set) {
+			m.want = append(m.want, set)
 		}
-		if starved < 0 {
-			starved = m.starved()
-		}
-		if starved < blocked {
+	}
+	if len(m.want) == 0 {
+		return processing
+	}
+	// Of the waiters that look blocked, as many as goroutines wait for a
+	// P may merely be starved of CPU; the others are blocked for sure, so
+	// that many sets get a waiter, those stuck longest first. A starved
+	// waiter runs again within a few of the others' batches, so a set
+	// stuck for starvedOverruns gets one too.
+	n := blocked - m.starved()
+	slices.SortFunc(m.want, func(a, b int) int { return cmp.Compare(m.since[a], m.since[b]) })
+	for i, set := range m.want {
+		if i < n || now-m.since[set] >= starvedOverruns*m.overrun {
 			m.needAt.Store(now)
 			p.grow(set)
 		}
 	}
 	return processing
 }
+
+// starvedOverruns is how long, in Overruns, every waiter of a set may look
+// blocked before it gets another waiter even though as many goroutines
+// wait for a P: a waiter merely starved of CPU is not stuck that long.
+const starvedOverruns = 4
 
 // starved returns how many goroutines wait for a P. A waiter that has not
 // moved may be blocked (asleep, in a system call, waiting for a lock) or
@@ -229,6 +253,9 @@ func (p *Poller) grow(set int) {
 		// Not running, so no other goroutine reads them: the go statement
 		// below publishes them to the waiter.
 		w.set, w.epfd = set, p.epfds[set]
+		if p.park(w) != nil {
+			return // out of fds: no waiter now, perhaps at the next scan
+		}
 		w.on.Store(int32(set))
 		w.blocked.Store(false)
 		w.running.Store(true)

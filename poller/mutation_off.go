@@ -16,3 +16,5 @@ func testHookJoin(r reclaim.Reclaimer, p int) { r.Join(p) }
 func testHookBlocked(_ *Poller, _ *waiter) {}
 
 func testHookRearm(disarmed bool) bool { return disarmed }
+
+func testHookWoken() {}

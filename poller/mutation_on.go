@@ -78,3 +78,14 @@ func testHookBlocked(p *Poller, w *waiter) {
 // registration's entry while it ran: the entry stays one-shot, and after
 // its one more report the registration hears nothing again.
 func testHookRearm(disarmed bool) bool { return disarmed && mutation != mutNoRearm }
+
+// testHookWoken, with any mutant on, lets other goroutines run between a
+// waiter's taking events offline and its Online, as the scheduler may at
+// any time (a preemption, a busy CPU): the window in which a release that
+// skipped the waiter completes while it holds events, which validation
+// after Online must close.
+func testHookWoken() {
+	if mutation != mutNone {
+		runtime.Gosched()
+	}
+}

@@ -134,8 +134,12 @@ type Poller struct {
 	grown     atomic.Uint64 // extra waiters started; written by the monitor
 	disarms   atomic.Uint64 // Stealing entries disarmed (dispatchShared)
 
-	// own names the poller's own fds, which Add refuses.
-	own map[int]string
+	// own names the poller's own fds, which Add refuses; a waiter's
+	// parker comes and goes with the waiter.
+	own *xsync.MapOf[int, string]
+	// setGen counts each set's renewals: a waiter's parker duplicates the
+	// set it was made for, and is made again after a renewal.
+	setGen []atomic.Uint32
 
 	// fds maps each fd number the poller has registered, or still owns
 	// until its release closes it, to its handle; it rejects duplicates
@@ -187,7 +191,7 @@ func New(opts Options) (*Poller, error) {
 		timeoutMs:   -1,
 		rec:         testHookReclaimer(rec),
 		wakefd:      -1,
-		own:         make(map[int]string),
+		own:         xsync.NewMapOf[int, string](),
 		fds:         xsync.NewMapOf[int, Handle](),
 		ops:         xsync.NewRBMutex(),
 		done:        make(chan struct{}),
@@ -240,7 +244,7 @@ func (p *Poller) setup() error {
 	if p.wakefd, err = newEventfd(); err != nil {
 		return err
 	}
-	p.own[p.wakefd] = "wake-up eventfd"
+	p.own.Store(p.wakefd, "wake-up eventfd")
 	sets := 1
 	if p.opts.Topology != Shared {
 		sets = p.opts.Waiters
@@ -255,14 +259,14 @@ func (p *Poller) setup() error {
 			return err
 		}
 		p.epfds = append(p.epfds, epfd)
-		p.own[epfd] = "epoll set"
+		p.own.Store(epfd, "epoll set")
 		if err := epollAdd(epfd, p.wakefd, uint32(Readable), wakeHandle); err != nil {
 			return fmt.Errorf("poller: register wake eventfd: %w", err)
 		}
 		if p.mail[i].efd, err = newEventfd(); err != nil {
 			return err
 		}
-		p.own[p.mail[i].efd] = "timer mailbox eventfd"
+		p.own.Store(p.mail[i].efd, "timer mailbox eventfd")
 		if err := epollAdd(epfd, p.mail[i].efd, uint32(Readable), mailHandle); err != nil {
 			return fmt.Errorf("poller: register mailbox eventfd: %w", err)
 		}
@@ -272,7 +276,7 @@ func (p *Poller) setup() error {
 		if p.hq.efd, err = newEventfd(); err != nil {
 			return err
 		}
-		p.own[p.hq.efd] = "hand-off eventfd"
+		p.own.Store(p.hq.efd, "hand-off eventfd")
 		for _, epfd := range p.epfds {
 			if err := p.addHandoff(epfd); err != nil {
 				return err
@@ -290,7 +294,28 @@ func (p *Poller) setup() error {
 		w.on.Store(int32(w.set))
 		w.b.init(p.opts.MaxEvents, handoffs)
 	}
+	p.setGen = make([]atomic.Uint32, sets)
+	for i := range p.opts.Waiters {
+		if err := p.park(&p.waiters[i]); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// park makes waiter w's parker (the first time) and has it watch w's set.
+// The parker's fd is the poller's own.
+func (p *Poller) park(w *waiter) error {
+	if w.parker == nil {
+		k, err := newParker()
+		if err != nil {
+			return err
+		}
+		p.own.Store(k.fd, "epoll set (a waiter's parker)")
+		w.parker = k
+	}
+	w.parkGen = p.setGen[w.set].Load()
+	return w.parker.watch(w.epfd)
 }
 
 // addHandoff adds the hand-off eventfd to epoll set epfd: in every set of a
@@ -308,6 +333,11 @@ func (p *Poller) addHandoff(epfd int) error {
 
 // teardown closes the epoll sets and the eventfds.
 func (p *Poller) teardown() {
+	for i := range p.waiters {
+		if k := p.waiters[i].parker; k != nil {
+			k.close()
+		}
+	}
 	for _, fd := range p.epfds {
 		closeFD(fd)
 	}

@@ -236,7 +236,7 @@ func (p *Poller) Add(reg Registration) (Handle, error) {
 	}
 	defer p.ops.RUnlock(tok)
 	// Inside the fence: the poller's fds stay open, so the numbers are its.
-	if what, ok := p.own[reg.FD]; ok {
+	if what, ok := p.own.Load(reg.FD); ok {
 		return 0, fmt.Errorf("%w: fd %d is this poller's own %s: registering it would let a handler close or drain it under the poller", ErrInvalid, reg.FD, what)
 	}
 	if _, loaded := p.fds.LoadOrStore(reg.FD, 0); loaded {

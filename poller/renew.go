@@ -61,6 +61,9 @@ func (p *Poller) renewSet(w *waiter) {
 	// so this renewal drops every entry flagged so far.
 	w.renew.Store(false)
 	dropped, err := p.copySet(w)
+	if err == nil {
+		p.setGen[w.set].Add(1) // every waiter of the set makes its parker again
+	}
 	w.setMu.Unlock()
 	if err != nil {
 		p.opts.Logger.Warn("poller: cannot renew a waiter's epoll set, which keeps the entry of an fd closed before Delete and the stale events it reports",

@@ -210,7 +210,8 @@ func TestMutationLiveness(t *testing.T) {
 		t.Skip("in a mutation child process")
 	}
 	poller.SetMutation(poller.MutNoRearm)
-	defer poller.SetMutation(poller.MutNone)
+	// A cleanup, registered before the poller's: it runs after Close.
+	t.Cleanup(func() { poller.SetMutation(poller.MutNone) })
 	lost, st := stealingLiveness(t, 400*time.Millisecond)
 	if lost == 0 {
 		t.Errorf("mutant NoRearm survived: every write was read (%d disarms)", st.Disarms)

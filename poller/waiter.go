@@ -38,6 +38,10 @@ type waiter struct {
 	// start; blocked is the monitor's verdict at its last scan.
 	on      atomic.Int32
 	blocked atomic.Bool
+	// parker is how it blocks (epoll_linux.go), watching its set as of
+	// generation parkGen; its goroutine's alone while it runs.
+	parker  *parker
+	parkGen uint32
 	b       batch
 	// seen and seenAt are the monitor's: the claim cursor as it last
 	// found it, and since when (ns since Poller.base; 0 in epoll_wait).
@@ -146,10 +150,16 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 			// so that Stats, which adds the running phase to the totals,
 			// may count a moment too little but never twice: a base taken
 			// by ResetStats is then never above a later reading.
+			if w.parkGen != p.setGen[w.set].Load() {
+				err = p.park(w) // the set was renewed: watch the new one
+			}
 			t := p.now()
 			w.phase.Store(t)
 			w.procNs.Add(t - last)
-			n, err = epollWait(w.epfd, evs, timeoutMs)
+			if err == nil {
+				n, err = w.parker.wait(evs, timeoutMs)
+			}
+			testHookWoken()
 			last = p.now()
 			w.phase.Store(-last)
 			w.waitNs.Add(last - t)
