@@ -258,6 +258,7 @@ func (p *Poller) grow(set int) {
 		}
 		w.on.Store(int32(set))
 		w.blocked.Store(false)
+		p.nrunning.Add(1)
 		w.running.Store(true)
 		if int32(i) >= p.highWater.Load() {
 			p.highWater.Store(int32(i) + 1)

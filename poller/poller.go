@@ -123,7 +123,12 @@ type Poller struct {
 	// that have ever run.
 	waiters   []waiter
 	highWater atomic.Int32
-	wg        sync.WaitGroup
+	// nrunning counts the waiters running; procs is GOMAXPROCS at New.
+	// While more waiters run than there are Ps, a waiter blocks in the
+	// netpoller (parker) rather than in epoll_wait.
+	nrunning atomic.Int32
+	procs    int32
+	wg       sync.WaitGroup
 
 	// mon and hq hand a blocked waiter's events to others and grow the
 	// waiters (monitor.go); mon is nil unless the set is shared and
@@ -222,6 +227,8 @@ func New(opts Options) (*Poller, error) {
 		p.rec.Leave(i)
 	}
 	p.highWater.Store(int32(opts.Waiters))
+	p.procs = int32(runtime.GOMAXPROCS(0))
+	p.nrunning.Store(int32(opts.Waiters))
 	p.wg.Add(opts.Waiters)
 	for i := range opts.Waiters {
 		p.waiters[i].running.Store(true)

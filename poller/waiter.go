@@ -102,6 +102,7 @@ func (p *Poller) run(w *waiter) {
 		}
 	}
 	p.loop(w, extra, timeoutMs)
+	p.nrunning.Add(-1)
 	// Last, once nothing more is written to w: the monitor may reuse an
 	// extra waiter's slot as soon as it is not running.
 	w.phase.Store(0)
@@ -153,14 +154,18 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 			// so that Stats, which adds the running phase to the totals,
 			// may count a moment too little but never twice: a base taken
 			// by ResetStats is then never above a later reading.
-			if w.parkGen != p.setGen[w.set].Load() {
-				err = p.park(w) // the set was renewed: watch the new one
-			}
 			t := p.now()
 			w.phase.Store(t)
 			w.procNs.Add(t - last)
-			if err == nil {
-				n, err = w.parker.wait(evs, timeoutMs)
+			if p.nrunning.Load() <= p.procs {
+				n, err = epollWait(w.epfd, evs, timeoutMs)
+			} else {
+				if w.parkGen != p.setGen[w.set].Load() {
+					err = p.park(w) // the set was renewed: watch the new one
+				}
+				if err == nil {
+					n, err = w.parker.wait(evs, timeoutMs)
+				}
 			}
 			testHookWoken()
 			last = p.now()
