@@ -23,11 +23,12 @@ import "errors"
 // holding the same registrations, less the entries no registration can
 // remove. It is safe against the rest of the poller because:
 //
-//   - w renews its set between two epoll_waits, and no waiter ever blocks
-//     in epoll_wait on a set (they park in the netpoller, and poll the set
-//     without blocking): a stand-in of Stealing that polls the old set as
-//     it is replaced gets events that are validated as always, and every
-//     waiter's parker watches the fresh set from its next park on;
+//   - w renews its set between two epoll_waits, and on per-waiter sets
+//     (PerWaiter) only w waits on it. With Stealing a stand-in may be
+//     waiting on the old set: its wait holds the old set open until it
+//     returns, every event it returns is validated as always, and its next
+//     wait (or its parker, which adds the set by number at each park)
+//     finds the fresh set under the same number;
 //   - the fresh set takes the old one's number with dup3, which closes the
 //     old set in the same step: Add, Modify, Delete and Add's refusal of the
 //     poller's own fds, which know the set by that number, never find it

@@ -60,9 +60,9 @@ const yieldEvery = 8
 //	    point, then epoll_wait
 //	    without blocking, online (a busy waiter never blocks)
 //	when that found nothing, or after an empty batch: offline (a quiescent
-//	    point that lasts; it may run completed releases), park in the
-//	    netpoller until the set has events, epoll_wait without blocking,
-//	    online
+//	    point that lasts; it may run completed releases), epoll_wait (or,
+//	    while more waiters run than there are Ps, park in the netpoller
+//	    until the set has events, then epoll_wait without blocking), online
 //	an extra waiter about to block that is no longer needed, or (Stealing)
 //	    whose set has an earlier waiter free again: leave, end
 //	for each event claimed from the batch (batch.go): wake-up -> skip;
@@ -70,14 +70,15 @@ const yieldEvery = 8
 //	    into the batch; else validate against the slot word, then dispatch
 //	publish the batch's counters
 //
-// Yielding, polling before blocking, and blocking in the netpoller
-// (parker) matter to the Go scheduler. A waiter that never blocks keeps its
-// P from every other goroutine until sysmon preempts it, so a busy waiter
-// yields every few batches. A waiter blocked in epoll_wait itself would keep
-// its P in the system call until sysmon takes it back, at once if sysmon is
-// awake and up to 10 ms on an idle process, and the waiter then resumes on
-// another thread after a context switch or two; parked in the netpoller it
-// holds no P. So a busy waiter never blocks, and an idle one parks. Measured on a server pinned to one CPU
+// Yielding, polling before blocking, and parking matter to the Go
+// scheduler. A waiter that never blocks keeps its P from every other
+// goroutine until sysmon preempts it, so a busy waiter yields every few
+// batches. A waiter blocked in epoll_wait keeps its P in the system call
+// until sysmon takes it back, at once if sysmon is awake and up to 10 ms on
+// an idle process, and resumes on another thread after a context switch or
+// two; so a busy waiter never blocks, and while waiters outnumber the Ps,
+// when a waiter's P is one another waiter or a handler's wake-up needs, an
+// idle waiter parks in the netpoller, holding no P. Measured on a server pinned to one CPU
 // that accepts, echoes and closes connections in a loop, this halves the
 // context switches and cuts its CPU per connection by about a fifth; with
 // two busy waiters on two CPUs, a release completes in under a batch
