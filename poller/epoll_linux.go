@@ -210,11 +210,11 @@ func gettid() int { return unix.Gettid() }
 // *os.File takes one reader at a time, made once: when its set is renewed
 // or it stands in on another, it watches the new set instead, and no fd
 // number is taken after New but for an extra waiter's first start. The
-// parker holds the set only while the waiter waits: a nested epoll entry,
-// even a disabled one-shot one, passes every wake-up of the set on to the
-// parker, which cost a third of the dispatch rate of one busy waiter
-// (BenchmarkDispatchVariants, W=1, K=64: about 400,000 events/s instead of
-// 610,000-680,000).
+// parker holds the set only while the waiter parks rather than blocks: a
+// nested epoll entry, even a disabled one-shot one, passes every wake-up of
+// the set on to the parker, which cost a third of the dispatch rate of one
+// busy waiter (BenchmarkDispatchVariants, W=1, K=64: about 400,000 events/s
+// instead of 610,000-680,000).
 type parker struct {
 	f      *os.File
 	fd     int
@@ -237,17 +237,18 @@ func newParker() (*parker, error) {
 // watch makes k watch epoll set epfd from its next wait, in place of the
 // one it watched or of the set a renewal replaced under the same number.
 func (k *parker) watch(epfd int) error {
+	k.disarm() // ENOENT if a renewal took the old set with its entry
 	k.target = epfd
 	return nil
 }
 
-// arm adds the set to the parker, one-shot: the kernel polls the set at
-// once, so events already there are reported.
+// arm adds the set to the parker: the kernel polls the set at once, so
+// events already there are reported.
 func (k *parker) arm() error {
 	if k.added {
 		return nil
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN}
 	if err := unix.EpollCtl(k.fd, unix.EPOLL_CTL_ADD, k.target, &ev); err != nil {
 		return fmt.Errorf("poller: parker: watch epoll set: %w", err)
 	}
@@ -287,7 +288,6 @@ func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
 		werr = k.arm()
 		return werr != nil
 	})
-	k.disarm()
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0, nil

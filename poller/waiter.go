@@ -159,6 +159,7 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 			w.phase.Store(t)
 			w.procNs.Add(t - last)
 			if p.nrunning.Load() <= p.procs {
+				w.parker.disarm() // a nested entry costs every event
 				n, err = epollWait(w.epfd, evs, timeoutMs)
 			} else {
 				if w.parkGen != p.setGen[w.set].Load() {
