@@ -42,4 +42,5 @@ type parker struct{ fd int }
 func newParker() (*parker, error)                              { return nil, ErrUnsupported }
 func (k *parker) watch(epfd int) error                         { return ErrUnsupported }
 func (k *parker) wait(evs []epollEvent, msec int) (int, error) { return 0, ErrUnsupported }
+func (k *parker) disarm()                                      {}
 func (k *parker) close()                                       {}
