@@ -242,8 +242,8 @@ func (k *parker) watch(epfd int) error {
 	return nil
 }
 
-// arm adds the set to the parker: the kernel polls the set at once, so
-// events already there are reported.
+// arm adds the set to the parker, unless it holds it already: the kernel
+// polls the set at once, so events already there are reported.
 func (k *parker) arm() error {
 	if k.added {
 		return nil
@@ -282,9 +282,10 @@ func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
 		if n, werr = epollWait(k.target, evs, 0); n > 0 || werr != nil {
 			return true
 		}
-		// Nothing yet: re-arm before the runtime parks the goroutine. A
-		// report of the parker now or later wakes it (the netpoller keeps
-		// an edge that came before the park).
+		// Nothing yet: the parker must hold the set before the runtime
+		// parks the goroutine (adding it polls the set, so nothing that
+		// came since is missed). A report of the parker now or later wakes
+		// it: the netpoller keeps an edge that came before the park.
 		werr = k.arm()
 		return werr != nil
 	})
