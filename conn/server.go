@@ -644,6 +644,11 @@ func (s *Server) release(c *Conn, r poller.Released) {
 		return // never opened: no handler method runs for it
 	}
 	s.closedBy[reason].Add(1)
+	if reason != ReasonHandshake {
+		// OnOpen comes first: a TLS connection that ended between its
+		// handshake and its first event has not had it yet.
+		c.open.Do(func() { c.handler().OnOpen(c) })
+	}
 	c.handler().OnClose(c, reason, err)
 }
 
