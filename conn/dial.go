@@ -109,6 +109,7 @@ func (c *Conn) cancelDialLocked(err error) {
 // connected completes a pending connect on its first event, on the
 // connection's waiter. It reports whether the connection is open.
 func (s *Server) connected(c *Conn, e poller.Event) bool {
+	testHookConnected()
 	c.mu.Lock()
 	if c.connExt == nil || c.dial == nil {
 		open := c.connExt == nil || !c.dialFailed

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -25,9 +27,10 @@ type Server struct {
 	listeners []*listener
 	closed    bool
 
-	conns connList  // live, for Close and Shutdown
-	base  time.Time // Server.clock's origin
-	tls   tlsServer
+	conns   connList       // live, for Close and Shutdown
+	joining *xsync.RBMutex // read-held by register, written by Close and Shutdown (awaitJoins)
+	base    time.Time      // Server.clock's origin
+	tls     tlsServer
 
 	open, accepted                       atomic.Int64
 	closedBy                             [numReasons]atomic.Uint64
@@ -65,7 +68,7 @@ func NewServer(h Handler, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{h: h, opts: opts, p: p, base: time.Now()}
+	s := &Server{h: h, opts: opts, p: p, base: time.Now(), joining: xsync.NewRBMutex()}
 	// Per-waiter buffers, made by each waiter on its first read: a shared
 	// set may start extra waiters, up to MaxWaiters, that never run.
 	s.bufs = make([][]byte, p.MaxWaiters())
@@ -202,14 +205,12 @@ func (s *Server) resumeAccept(ln *listener) {
 // TLS, starts the timeout of its handshake, whose goroutine its first
 // bytes start.
 func (s *Server) add(fd int) {
-	if s.closing.Load() {
-		closeFD(fd) // accepted as Shutdown began: refused
-		return
-	}
 	secure := s.opts.TLS != nil
 	c, err := s.register(fd, nil, poller.Readable, nil, s.opts.TLS, true)
 	if err != nil {
-		s.acceptErrors.Add(1)
+		if !errors.Is(err, net.ErrClosed) { // else accepted as Shutdown or Close began: refused
+			s.acceptErrors.Add(1)
+		}
 		closeFD(fd)
 		return
 	}
@@ -230,9 +231,21 @@ func (s *Server) add(fd int) {
 // Handler), and adds it to the poller with the interest set events; dial,
 // if not nil, is a pending connect's (or TLS handshake's) result channel.
 // With a TLS config the connection is TLS (a client if dial is not nil),
-// in its handshake from the start if handshake. On error the fd is still
-// the caller's.
+// in its handshake from the start if handshake. Once Shutdown or Close has
+// begun it refuses the connection with an error matching net.ErrClosed. On
+// error the fd is still the caller's.
 func (s *Server) register(fd int, h Handler, events poller.Events, dial chan error, config *tls.Config, handshake bool) (*Conn, error) {
+	// A connection joins whole or not at all as far as Shutdown and Close
+	// can tell: they wait for those joining (awaitJoins) before they list
+	// the live connections, and one that joins after sees them closing.
+	// Listed before its registration and handle were in place, it would
+	// be finished or cancelled with nothing to modify or delete, and left
+	// registered until Shutdown's context ended.
+	tok := s.joining.RLock()
+	defer s.joining.RUnlock(tok)
+	if s.closing.Load() {
+		return nil, closedError{"server is closed"}
+	}
 	if !s.opts.Nagle {
 		setNoDelay(fd)
 	}
@@ -260,6 +273,7 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 	c.waiter.Store(-1)
 	s.open.Add(1)
 	s.conns.add(c)
+	testHookRegister()
 	hnd, err := s.p.Add(poller.Registration{
 		FD:        fd,
 		Events:    events,
@@ -273,12 +287,6 @@ func (s *Server) register(fd int, h Handler, events poller.Events, dial chan err
 		return nil, err
 	}
 	c.setHandle(hnd)
-	if s.closing.Load() {
-		// Shutdown or Close began after the caller looked, and may have
-		// listed the live connections before this one joined them:
-		// treat it as Shutdown treats those it listed.
-		c.shutdown()
-	}
 	return c, nil
 }
 
@@ -667,10 +675,13 @@ func (s *Server) resumeAll() {
 
 // Close closes the server at once: listeners stop, every connection is
 // reset (OnClose with ReasonShutdown, or the reason it was already
-// ending for), and the poller stops. It is idempotent and safe from any
-// goroutine; from a handler it returns without waiting.
+// ending for), and the poller stops. A connection that arrives as Close
+// begins is reset with the others, or refused before any handler method
+// runs for it. It is idempotent and safe from any goroutine; from a
+// handler it returns without waiting.
 func (s *Server) Close() error {
 	s.closing.Store(true)
+	s.awaitJoins()
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -741,3 +752,9 @@ func (s *Server) readBuf(w int) []byte {
 	}
 	return s.bufs[w]
 }
+
+// Test hooks (export_test.go sets them): testHookRegister runs as a
+// connection is about to be registered, and testHookConnected as a pending
+// connect's first event is looked at, so that a test can hold a joining
+// connection there while Shutdown or Close begins.
+var testHookRegister, testHookConnected = func() {}, func() {}

@@ -25,7 +25,17 @@ var ErrInCallback = errors.New("conn: call would wait for the calling handler")
 // (requests not yet answered, output not yet taken by the socket) is reset
 // and counted as forced, and Shutdown returns ctx's error; one that only
 // waits for the peer's FIN is closed without a reset, counted as drained,
-// and is no error. Pending dials are cancelled and counted as neither.
+// and is no error. Pending dials are cancelled, and accepted connections
+// still in their TLS handshake reset (OnClose with ReasonHandshake alone):
+// neither is counted.
+//
+// A connection that arrives as Shutdown begins (accepted, or dialled with
+// Dial) is either treated and counted as one that arrived before, or
+// refused: closed before any handler method runs for it (its Dial fails
+// with an error matching net.ErrClosed) and counted as neither. Shutdown
+// settles which before it acts on the others, so none is left to ctx's
+// end.
+//
 // From a handler Shutdown starts the shutdown and returns ErrInCallback at
 // once, as waiting there would wait for itself; Done reports the end.
 func (s *Server) Shutdown(ctx context.Context) (drained, forced int, err error) {
@@ -38,6 +48,7 @@ func (s *Server) Shutdown(ctx context.Context) (drained, forced int, err error) 
 
 func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) {
 	s.closing.Store(true)
+	s.awaitJoins()
 	s.mu.Lock()
 	s.closed = true
 	lns := append([]*listener(nil), s.listeners...)
@@ -76,6 +87,15 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	// reset was forced, not drained.
 	forced = min(int(s.closeForced.Load()), total)
 	return total - forced, forced, s.Close()
+}
+
+// awaitJoins waits for the connections that saw the server open in
+// register to finish registering. The caller has set closing, so every
+// connection is then registered, and listed by s.conns.all, or refused.
+func (s *Server) awaitJoins() {
+	s.joining.Lock()
+	//lint:ignore SA2001 the empty critical section is that fence
+	s.joining.Unlock()
 }
 
 // shutdown makes c finish; a pending dial, or an accepted connection in
