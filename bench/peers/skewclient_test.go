@@ -24,19 +24,19 @@ import (
 // goroutine per connection reading (GOMAXPROCS=2 on the client's one CPU),
 // used about 70 µs of client CPU per request and saw a light p99 of
 // 3-4 ms without skew for every server. Here a reply is read by the thread
-// that waits, as soon as epoll reports it. Between sends the loop either
-// polls (spin) or waits for the next scheduled send with epoll_pwait2 and
-// a timer slack of 1 ns; on the 2-vCPU machine of bench/run.sh such a
-// timed wait still ended 40 µs late at the median and 90 µs at p99, each
-// timer costing exits to the hypervisor: at 10,000 frames/s the waiting
-// client used 55-70 % of its CPU and sent up to milliseconds late
-// (send-lag-p99-µs), the polling one sends on time unless the hypervisor
-// takes its CPU away (steal-%).
+// that waits, as soon as epoll reports it, and between sends the loop waits
+// for the next scheduled one with epoll_pwait2 and a timer slack of 1 ns.
+//
+// The loop must not poll instead of waiting. A version that polled epoll
+// between sends kept its CPU 100 % busy and, with idle polling (pollIdle)
+// on the server's CPU, both virtual CPUs: on the 2-vCPU machine of
+// bench/run.sh the hypervisor then took them away for milliseconds at a
+// time (steal 6-7 % of the wall time, the client's own sends 1.3-1.5 ms
+// late at p99) and every server's light p99 without skew was 2.5-5.7 ms;
+// the same servers, the same run, with this loop waiting: 64-86 µs, sends
+// about 35 µs late at p99, steal 0.25 %.
 type skewClient struct {
 	conns []*skewConn
-	// spin polls epoll without blocking while frames remain to be sent,
-	// where the loop would otherwise sleep until the next one is due.
-	spin bool
 }
 
 // skewConn is one connection of the client.
@@ -172,9 +172,7 @@ func (cl *skewClient) run(d time.Duration, rate float64, cell skewCell) (skewRes
 		}
 		var wait time.Duration
 		if sent < total {
-			if !cl.spin {
-				wait = max(due(sent)-time.Since(start), 0)
-			}
+			wait = max(due(sent)-time.Since(start), 0)
 		} else if wait = limit - time.Since(start); wait <= 0 {
 			return r, fmt.Errorf("%d replies missing %v after the first send", outstanding, limit)
 		}

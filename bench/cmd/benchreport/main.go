@@ -147,6 +147,15 @@ func (r results) get(name, unit string) (float64, bool) {
 	return (s[n/2-1] + s[n/2]) / 2, true
 }
 
+// max returns the largest of name's values in unit over the rounds, or a
+// dash if there are none.
+func (r results) max(name, unit string) string {
+	if vs := r[name][unit]; len(vs) > 0 {
+		return fmtNum(slices.Max(vs))
+	}
+	return dash
+}
+
 // runs returns how many values name has in unit.
 func (r results) runs(name, unit string) int { return len(r[name][unit]) }
 
