@@ -469,6 +469,21 @@ func (c *Conn) finLocked() {
 	}
 }
 
+// closingEOFLocked handles the peer's FIN (over TLS, its close_notify or
+// FIN) on a closing connection: it ends reading, not the connection. Once
+// our FIN is out the exchange is complete; until then the peer may still
+// be reading what is queued, which is flushed as ever (FlushTimeout bounds
+// a stall), and finLocked ends the connection after sending our FIN. The
+// caller holds mu.
+func (c *Conn) closingEOFLocked() {
+	c.eof = true
+	if c.finSent {
+		c.endLocked()
+		return
+	}
+	c.updateLocked() // no more reading: EOF stays readable
+}
+
 // flushTimedOut runs on the connection's waiter when a closing
 // connection's flush timer expires. Output that moved since re-arms it for
 // the rest of the period: the timeout measures a stall, not the time a

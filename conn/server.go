@@ -580,7 +580,7 @@ func (s *Server) peerClosed(c *Conn) {
 	c.eof = true
 	switch c.state {
 	case stClosing:
-		c.endLocked() // our FIN is out and theirs arrived: done
+		c.closingEOFLocked()
 		c.mu.Unlock()
 		return
 	case stOpen:

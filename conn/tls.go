@@ -638,13 +638,18 @@ func (s *Server) readTLS(c *Conn, e poller.Event) {
 		}
 	}
 	if c.state == stClosing {
-		// Draining the peer after our close_notify and FIN: input is
-		// dropped, and its FIN ends the connection.
-		eof := t.sockErr != nil
+		// Draining the peer after our close_notify: input is dropped.
+		// Its FIN, read now or while the connection was open (with
+		// records not yet decrypted then), ends reading only: the
+		// queue is still flushed.
 		t.in, t.ownIn = nil, false
-		if eof {
-			c.eof = true
-			c.endLocked()
+		switch {
+		case t.sockErr == nil || c.eof:
+		case t.sockErr == io.EOF:
+			c.closingEOFLocked()
+		default:
+			s.readErrs.Add(1)
+			c.failLocked(t.sockErr)
 		}
 		c.mu.Unlock()
 		return
