@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/poller"
 )
 
 // joinDeadline is Shutdown's context in the join tests: a connection left
@@ -95,11 +96,11 @@ func checkQuick(t *testing.T, res shutdownResult, took time.Duration, drained in
 }
 
 // TestShutdownJoinWindow: a connection that joins the server as Shutdown
-// begins, held by a test hook between Shutdown's closing flag and its
-// release until Shutdown has begun, is drained (accepted; dialled and
-// connected), cancelled (a dial still connecting) or reset (a TLS
-// handshake), as if it had joined before; Shutdown returns at once, not at
-// its context's deadline.
+// begins, held by a test hook on its way in (before its registration, or
+// as its connect completes) until Shutdown has set its closing flag, is
+// drained (accepted; dialled and connected), cancelled (a dial still
+// connecting) or reset (in its TLS handshake), as one that joined before;
+// Shutdown returns at once, not at its context's deadline.
 func TestShutdownJoinWindow(t *testing.T) {
 	t.Run("accept", func(t *testing.T) {
 		forEachNetwork(t, func(t *testing.T, network string) { testJoinAccept(t, network, false) })
@@ -286,4 +287,173 @@ func TestCloseJoinWindow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stormHandler counts opens and closes, and closes for another reason
+// than Shutdown.
+type stormHandler struct {
+	conn.BaseHandler
+	opens, closes, otherReason atomic.Int64
+}
+
+func (h *stormHandler) OnOpen(*conn.Conn) { h.opens.Add(1) }
+
+func (h *stormHandler) OnClose(_ *conn.Conn, reason conn.Reason, _ error) {
+	h.closes.Add(1)
+	if reason != conn.ReasonShutdown {
+		h.otherReason.Add(1)
+	}
+}
+
+// TestShutdownJoinStorm: rounds of Shutdown on a server that 3 goroutines
+// keep dialling out from (Server.Dial) and 3 keep connecting in to, every
+// peer reading to EOF, so that connections join as each Shutdown begins:
+// every Shutdown returns (n, 0, nil) at once, n being the connections the
+// handler opened, each of which closed with ReasonShutdown. TCP and Unix
+// sockets alternate, and the rounds go through the topologies. Nothing is
+// left: no connection, fd or goroutine.
+func TestShutdownJoinStorm(t *testing.T) {
+	const rounds = 40
+	checkFDLeak(t)
+	ignore := goleak.IgnoreCurrent()
+	var peers sync.WaitGroup // every peer's goroutine
+	targets := map[string]net.Listener{}
+	for _, network := range networks {
+		l, err := net.Listen(network, listenAddr(t, network))
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets[network] = l
+		peers.Go(func() {
+			for {
+				nc, err := l.Accept()
+				if err != nil {
+					return // closed
+				}
+				peers.Go(func() { readToEOF(nc); nc.Close() })
+			}
+		})
+	}
+	topologies := []poller.Topology{poller.PerWaiter, poller.Shared, poller.Stealing}
+	var slowest time.Duration
+	total, most := 0, 0
+	for round := range rounds {
+		network := networks[round%len(networks)]
+		topo := topologies[round%len(topologies)]
+		drained, took, ok := stormRound(t, network, targets[network].Addr().String(), topo, &peers)
+		total, most = total+drained, max(most, drained)
+		slowest = max(slowest, took)
+		if !ok {
+			t.Errorf("round %d (%s, %v) failed", round, network, topo)
+			break
+		}
+	}
+	t.Logf("%d connections drained, at most %d in a round; slowest Shutdown %v", total, most, slowest)
+	for _, l := range targets {
+		l.Close()
+	}
+	done := make(chan struct{})
+	go func() { peers.Wait(); close(done) }()
+	wait(t, done, "every peer's end")
+	if err := goleak.Find(ignore); err != nil {
+		t.Errorf("goroutines left: %v", err)
+	}
+}
+
+// stormRound runs one round of TestShutdownJoinStorm: a server on network
+// with topology topo, whose dialled connections go to target. It returns
+// what Shutdown drained, how long it took, and whether the round passed.
+func stormRound(t *testing.T, network, target string, topo poller.Topology, peers *sync.WaitGroup) (drained int, took time.Duration, ok bool) {
+	t.Helper()
+	const lanes = 3
+	h := &stormHandler{}
+	s, err := conn.NewServer(h, conn.Options{Poller: poller.Options{Topology: topo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr, err := s.Listen(network, listenAddr(t, network))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		shutdownResult
+		took time.Duration
+	}
+	shut := make(chan result, 1)
+	// The lane that brings both counts to 4 runs Shutdown, while the
+	// others go on joining. (Were the test's goroutine to start it, it
+	// might wait for a P until thousands had joined.)
+	var dialled, connected atomic.Int64
+	var started atomic.Bool
+	joined := func(n *atomic.Int64) {
+		n.Add(1)
+		if dialled.Load() < 4 || connected.Load() < 4 || !started.CompareAndSwap(false, true) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), joinDeadline)
+		defer cancel()
+		start := time.Now()
+		d, f, err := s.Shutdown(ctx)
+		shut <- result{shutdownResult{d, f, err}, time.Since(start)}
+	}
+	// A direction 100 ahead waits for the other, so that a round holds a
+	// few hundred descriptors at most.
+	ahead := func(n *atomic.Int64) bool {
+		if n.Load() < 100 || started.Load() {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+		return true
+	}
+	var lanesWG sync.WaitGroup
+	for range lanes {
+		lanesWG.Go(func() { // dialling out
+			for !s.Closing() {
+				if ahead(&dialled) {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				_, err := s.Dial(ctx, network, target, nil)
+				cancel()
+				switch {
+				case err == nil:
+					joined(&dialled)
+				case !isClosed(err):
+					t.Errorf("Dial: %v", err)
+					return
+				}
+			}
+		})
+		lanesWG.Go(func() { // connecting in
+			for !s.Closing() {
+				if ahead(&connected) {
+					continue
+				}
+				nc, err := net.DialTimeout(network, addr.String(), timeout)
+				if err != nil {
+					continue // refused as the listener closes
+				}
+				peers.Go(func() { readToEOF(nc); nc.Close() })
+				joined(&connected)
+			}
+		})
+	}
+	res := wait(t, shut, "Shutdown")
+	lanesWG.Wait()
+	ok = true
+	if opens := int(h.opens.Load()); res.drained != opens || res.forced != 0 || res.err != nil || res.took > joinDeadline/2 {
+		t.Errorf("Shutdown = %d drained, %d forced, %v after %v; want %d (the connections opened), 0, nil, well before its deadline %v",
+			res.drained, res.forced, res.err, res.took.Round(time.Millisecond), opens, joinDeadline)
+		ok = false
+	}
+	if opens, closes, other := h.opens.Load(), h.closes.Load(), h.otherReason.Load(); closes != opens || other != 0 {
+		t.Errorf("after Shutdown: %d OnOpen, %d OnClose, %d of them not for shutdown; want as many OnClose as OnOpen, all for shutdown", opens, closes, other)
+		ok = false
+	}
+	if st := s.Stats(); st.Open != 0 || st.AcceptErrors != 0 {
+		t.Errorf("after Shutdown: %d open, %d accept errors; want none", st.Open, st.AcceptErrors)
+		ok = false
+	}
+	return res.drained, res.took, ok
 }
