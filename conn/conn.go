@@ -114,7 +114,9 @@
 // reused fd, output (ciphertext) is bounded by the same limits and flow
 // control, deadlines and Shutdown behave as in plaintext, and Close sends
 // close_notify before the FIN (Abort does not). The peer's close_notify is
-// its FIN.
+// its FIN, and like a FIN it ends reading only: output queued when it
+// comes, or after, is still flushed (under Options.FlushTimeout) before
+// our close_notify and FIN.
 //
 // OnOpen runs after the handshake, and Conn.ConnectionState has the
 // negotiated version, cipher suite, ALPN protocol, server name and the
@@ -124,16 +126,18 @@
 // ReasonHandshake and the error. A connection costs a goroutine only while
 // it handshakes: the handshake runs off the waiters, started by its first
 // bytes; at most Options.HandshakeWorkers compute at once (one waiting for
-// its peer holds none), and at most Options.MaxHandshakes are in progress
-// (a connection whose first bytes come beyond it is reset). After the
-// handshake the records are read, decrypted and written on the
-// connection's waiter. ServerStats.TLS counts handshakes completed,
-// failed by cause, timed out and refused, with their latency.
+// its peer holds none), and at most Options.MaxHandshakes are active,
+// that is have received bytes (a connection whose first bytes come beyond
+// it is reset). After the handshake the records are read, decrypted and
+// written on the connection's waiter. ServerStats.TLS counts handshakes
+// started, and each once as completed, failed by cause, timed out,
+// refused or in progress, with their latency.
 //
 // Every method of Conn may be called from any goroutine, any number of
 // times, except Peek, Next, Discard and Buffered, which read the inbound
-// buffer and belong to OnData and OnDrain, and SetValue, which belongs to
-// the handler. After Close, Abort or the end of the
+// buffer and belong to OnData and OnDrain, and SetValue and Value, a plain
+// field that the handler uses as one of its own: another goroutine must be
+// ordered with its calls (see Conn). After Close, Abort or the end of the
 // connection, methods return an error matching net.ErrClosed and never
 // touch the fd.
 package conn
@@ -369,13 +373,14 @@ type Options struct {
 	// HandshakeWorkers is the most TLS handshakes computing at once; a
 	// handshake waiting for its peer holds none. 0 means GOMAXPROCS.
 	HandshakeWorkers int
-	// MaxHandshakes is the most TLS handshakes in progress at once, each
-	// with a goroutine (waiting for its peer or for a worker); a
-	// connection whose first bytes arrive beyond it is reset
-	// (ErrTooManyHandshakes, TLSStats.Refused). A connection that has sent
-	// nothing yet has no goroutine and does not count: like any idle
-	// connection it holds a descriptor and its state, here until
-	// HandshakeTimeout. 0 means DefaultMaxHandshakes.
+	// MaxHandshakes is the most TLS handshakes active at once
+	// (TLSStats.Active): their first bytes arrived, and each has a
+	// goroutine (waiting for its peer or for a worker); a connection whose
+	// first bytes arrive beyond it is reset (ErrTooManyHandshakes,
+	// TLSStats.Refused). A connection that has sent nothing yet has no
+	// goroutine and does not count: like any idle connection it holds a
+	// descriptor and its state, here until HandshakeTimeout (it is in
+	// TLSStats.InProgress meanwhile). 0 means DefaultMaxHandshakes.
 	MaxHandshakes int
 }
 

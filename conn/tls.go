@@ -52,8 +52,14 @@ var (
 	ErrTooManyHandshakes = errors.New("conn: too many TLS handshakes in progress")
 )
 
-// TLSStats are a server's TLS handshake counters.
+// TLSStats are a server's TLS handshake counters. A handshake starts when
+// its connection is accepted (or a DialTLS's connect completes) and ends
+// once, in exactly one of Handshakes, Failed, TimedOut and Refused; until
+// then it is in progress. So every reading, even under load, has
+//
+//	Started = Handshakes + (the sum of Failed) + TimedOut + Refused + InProgress
 type TLSStats struct {
+	Started    uint64 `json:"started"`
 	Handshakes uint64 `json:"handshakes"` // completed
 	// Failed counts handshakes that failed, by cause: "eof" (the peer
 	// closed), "reset", "not-tls" (the first bytes were not a TLS
@@ -61,10 +67,19 @@ type TLSStats struct {
 	// certificate), "certificate" (the peer's certificate was refused),
 	// "tls" (any other crypto/tls error), "cancelled" (Shutdown, Close, a
 	// Dial's context).
-	Failed     map[string]uint64 `json:"failed"`
-	TimedOut   uint64            `json:"timed_out"`   // Options.HandshakeTimeout expired
-	Refused    uint64            `json:"refused"`     // reset as the first bytes came: MaxHandshakes were in progress
-	InProgress int64             `json:"in_progress"` // handshakes begun (bytes received, or dialled) and not ended
+	Failed   map[string]uint64 `json:"failed"`
+	TimedOut uint64            `json:"timed_out"` // Options.HandshakeTimeout expired
+	// Refused counts connections reset as their first bytes came, with
+	// Options.MaxHandshakes active (ErrTooManyHandshakes).
+	Refused uint64 `json:"refused"`
+	// InProgress counts handshakes started and not ended, connections
+	// that have sent nothing yet included.
+	InProgress int64 `json:"in_progress"`
+	// Active counts the handshakes that have a goroutine: those in
+	// progress whose first bytes arrived, and dials; Options.MaxHandshakes
+	// bounds the accepted ones. A handshake that ended by its timeout or
+	// the connection's end counts here until its goroutine returns.
+	Active int64 `json:"active"`
 	// P50 and P99 are the handshake latency, from accept (or the
 	// connect's completion) to the end of the handshake, over the last
 	// 1,024 handshakes.
@@ -88,13 +103,14 @@ var causeNames = [numCauses]string{"eof", "reset", "not-tls", "remote-alert", "c
 
 // tlsServer is a server's TLS state.
 type tlsServer struct {
-	workers    chan struct{} // a token per handshake computing now
-	inProgress atomic.Int64
-	done       atomic.Uint64
-	timedOut   atomic.Uint64
-	refused    atomic.Uint64
-	failed     [numCauses]atomic.Uint64
-	latency    latencyRing
+	workers  chan struct{} // a token per handshake computing now
+	active   atomic.Int64  // handshakes with a goroutine: what MaxHandshakes bounds
+	started  atomic.Uint64 // counted before any end of the same handshake (tlsStats)
+	done     atomic.Uint64
+	timedOut atomic.Uint64
+	refused  atomic.Uint64
+	failed   [numCauses]atomic.Uint64
+	latency  latencyRing
 
 	once  sync.Once
 	plain [][]byte // per waiter: plaintext that OnData reads, decrypted
@@ -109,14 +125,14 @@ func (s *Server) initTLS() {
 	})
 }
 
-// admit counts one more handshake in progress, unless max are.
+// admit counts one more active handshake, unless max are.
 func (t *tlsServer) admit(max int) bool {
 	for {
-		n := t.inProgress.Load()
+		n := t.active.Load()
 		if n >= int64(max) {
 			return false
 		}
-		if t.inProgress.CompareAndSwap(n, n+1) {
+		if t.active.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}
@@ -151,6 +167,7 @@ type handshake struct {
 	finished bool          // the goroutine is done with it; under Conn.mu
 	wantRead bool          // the goroutine waits for input: Readable; under Conn.mu
 	begun    bool          // accepted, or a dial past its connect: its end is counted; under Conn.mu
+	counted  bool          // in TLSStats.Started; under Conn.mu
 	token    bool          // holds a worker; the goroutine's own
 	stop     func() bool   // the timeout
 }
@@ -213,6 +230,7 @@ func (s *Server) armHandshakeLocked(c *Conn) {
 		return
 	}
 	hs.begun = true
+	s.tls.startedLocked(hs)
 	if c.connExt.dial != nil {
 		hs.start = s.clock() // from the connect's completion; accepted: from newTLSConn
 	}
@@ -226,10 +244,12 @@ func (s *Server) armHandshakeLocked(c *Conn) {
 // if MaxHandshakes are in progress: it reports whether it started.
 func (s *Server) startHandshakeLocked(c *Conn) bool {
 	hs := c.tls.hs
+	s.tls.startedLocked(hs) // its first event may come before its accept armed it
 	if c.connExt.dial != nil {
-		s.tls.inProgress.Add(1) // the caller's own dial: not refused
+		s.tls.active.Add(1) // the caller's own dial: not refused
 	} else if !s.tls.admit(s.opts.MaxHandshakes) {
 		s.tls.refused.Add(1)
+		c.abortHandshakeLocked(ErrTooManyHandshakes) // counted: not cancelled too
 		c.setReasonLocked(ReasonHandshake, ErrTooManyHandshakes)
 		c.resetLocked()
 		return false
@@ -287,7 +307,7 @@ func (s *Server) handshake(c *Conn, hs *handshake) {
 		err = t.tc.Handshake()
 	}
 	s.idle(hs)
-	s.tls.inProgress.Add(-1)
+	s.tls.active.Add(-1)
 	c.mu.Lock()
 	hs.finished = true
 	if hs.stop != nil {
@@ -338,8 +358,21 @@ func (c *Conn) abortHandshakeLocked(why error) {
 	}
 	hs.aborted, hs.why = true, why
 	close(hs.abort)
-	if hs.begun && why != ErrHandshakeTimeout && why != ErrTooManyHandshakes {
-		c.s.tls.failed[causeCancelled].Add(1) // else a dial still connecting
+	if !hs.begun {
+		return // a dial still connecting: no handshake yet
+	}
+	c.s.tls.startedLocked(hs) // ended before its first event or its accept
+	if why != ErrHandshakeTimeout && why != ErrTooManyHandshakes {
+		c.s.tls.failed[causeCancelled].Add(1) // the others are counted as such
+	}
+}
+
+// startedLocked counts hs in TLSStats.Started, once, and before any of its
+// ends is counted. The caller holds the connection's mutex.
+func (t *tlsServer) startedLocked(hs *handshake) {
+	if !hs.counted {
+		hs.counted = true
+		t.started.Add(1)
 	}
 }
 
@@ -765,20 +798,27 @@ func (r *latencyRing) quantiles() (p50, p99 time.Duration) {
 	return at(0.50), at(0.99)
 }
 
-// tlsStats returns the server's TLS counters.
+// tlsStats returns the server's TLS counters. The ends are read before
+// Started, and a handshake is counted started before it can end, so
+// Started covers every end read, and InProgress, the difference, is never
+// negative.
 func (s *Server) tlsStats() TLSStats {
 	st := TLSStats{
 		Handshakes: s.tls.done.Load(),
 		Failed:     map[string]uint64{},
 		TimedOut:   s.tls.timedOut.Load(),
 		Refused:    s.tls.refused.Load(),
-		InProgress: s.tls.inProgress.Load(),
 	}
+	ended := st.Handshakes + st.TimedOut + st.Refused
 	for i := range numCauses {
 		if n := s.tls.failed[i].Load(); n > 0 {
 			st.Failed[causeNames[i]] = n
+			ended += n
 		}
 	}
+	st.Started = s.tls.started.Load()
+	st.InProgress = int64(st.Started - ended)
+	st.Active = s.tls.active.Load()
 	st.P50, st.P99 = s.tls.latency.quantiles()
 	return st
 }

@@ -180,7 +180,7 @@ func TestTLSStalledHandshake(t *testing.T) {
 			by.check()
 			// The handshake goroutine counts itself out when its read
 			// fails, which may be after the timeout's OnClose.
-			eventually(t, "the timed-out handshake counted out", func() bool { return s.Stats().TLS.InProgress == 0 })
+			eventually(t, "the timed-out handshake counted out", func() bool { return s.Stats().TLS.Active == 0 })
 			if st := s.Stats().TLS; st.TimedOut != 1 || st.InProgress != 0 {
 				t.Errorf("TLS stats %+v, want one timed out, none in progress", st)
 			}
@@ -218,7 +218,7 @@ func TestTLSHandshakeFlood(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			if n := s.Stats().TLS.InProgress; n > peak.Load() {
+			if n := s.Stats().TLS.Active; n > peak.Load() {
 				peak.Store(n)
 			}
 			if g := int64(runtime.NumGoroutine() - base); g > peakG.Load() {

@@ -231,7 +231,7 @@ func TestTLSDialCancel(t *testing.T) {
 	if _, err := s.DialTLS(context.Background(), "tcp", l.Addr().String(), cc, nil); !errors.Is(err, conn.ErrHandshakeTimeout) {
 		t.Errorf("DialTLS with HandshakeTimeout 300 ms: %v after %v", err, time.Since(start))
 	}
-	eventually(t, "both handshakes' goroutines gone", func() bool { return s.Stats().TLS.InProgress == 0 })
+	eventually(t, "both handshakes' goroutines gone", func() bool { return s.Stats().TLS.Active == 0 })
 	res := make(chan error, 1)
 	go func() {
 		_, err := s.DialTLS(context.Background(), "tcp", l.Addr().String(), cc, nil)
@@ -247,7 +247,7 @@ func TestTLSDialCancel(t *testing.T) {
 		t.Error("a handler method ran for a dial whose handshake never completed")
 	default:
 	}
-	eventually(t, "the handshakes' goroutines gone", func() bool { return s.Stats().TLS.InProgress == 0 })
+	eventually(t, "the handshakes' goroutines gone", func() bool { return s.Stats().TLS.Active == 0 })
 	if st := s.Stats().TLS; st.TimedOut != 1 || st.Failed["cancelled"] != 2 {
 		t.Errorf("TLS stats %+v, want 1 timed out and 2 cancelled", st)
 	}
