@@ -54,8 +54,14 @@ const (
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
-// Peek, Next, Discard and Buffered, which belong to OnData and OnDrain, and
-// SetValue, which belongs to the handler.
+// Peek, Next, Discard and Buffered, which read the input and belong to
+// OnData and OnDrain, and SetValue and Value. Those two are a plain field,
+// as the handler's own per-connection state would be: the handler's
+// methods are serialised, each happening before the next, so they may
+// call both freely and pay for no lock; another goroutine that calls
+// Value must be ordered after the SetValue it reads (started after it, or
+// told through a channel or a mutex), and one that calls SetValue, before
+// every call it should affect.
 type Conn struct {
 	s   *Server
 	hnd atomic.Uint64 // poller.Handle, set by Add or the first event
@@ -683,17 +689,15 @@ func (c *Conn) finishLocked(r Reason) {
 }
 
 // SetValue stores a value with the connection, typically the handler's
-// per-connection state, set in OnOpen. It takes no lock: the handler's
-// methods are serialised, each happening before the next, so they may call
-// SetValue and Value as they use a field of their own; another goroutine
-// must be ordered after SetValue by the handler's own synchronisation.
-// (Go methods cannot take type parameters, and a type parameter on Server,
-// Conn and Handler would reach every signature; a type assertion of the
-// value costs about a nanosecond.)
+// per-connection state, set in OnOpen. It is a plain field, not safe for
+// concurrent use: see Conn for who may call it and Value. (Go methods
+// cannot take type parameters, and a type parameter on Server, Conn and
+// Handler would reach every signature; a type assertion of the value
+// costs about a nanosecond.)
 func (c *Conn) SetValue(v any) { c.value = v }
 
-// Value returns the value SetValue stored, or nil. See SetValue for who
-// may call it.
+// Value returns the value SetValue stored, or nil. It is not safe for
+// concurrent use with SetValue: see Conn.
 func (c *Conn) Value() any { return c.value }
 
 // Handle returns the connection's poller registration, for
