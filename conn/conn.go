@@ -127,8 +127,8 @@
 // it handshakes: the handshake runs off the waiters, started by its first
 // bytes; at most Options.HandshakeWorkers compute at once (one waiting for
 // its peer holds none), and at most Options.MaxHandshakes are active,
-// that is have received bytes (a connection whose first bytes come beyond
-// it is reset). After the handshake the records are read, decrypted and
+// having received bytes (a connection whose first bytes come beyond it is
+// reset). After the handshake the records are read, decrypted and
 // written on the connection's waiter. ServerStats.TLS counts handshakes
 // started, and each once as completed, failed by cause, timed out,
 // refused or in progress, with their latency.

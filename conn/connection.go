@@ -58,10 +58,10 @@ const (
 // OnData and OnDrain, and SetValue and Value. Those two are a plain field,
 // as the handler's own per-connection state would be: the handler's
 // methods are serialised, each happening before the next, so they may
-// call both freely and pay for no lock; another goroutine that calls
-// Value must be ordered after the SetValue it reads (started after it, or
-// told through a channel or a mutex), and one that calls SetValue, before
-// every call it should affect.
+// call both freely and pay for no lock; another goroutine must order its
+// calls with the handler's by synchronisation of its own, as for any
+// variable they share (a goroutine started after SetValue may call
+// Value).
 type Conn struct {
 	s   *Server
 	hnd atomic.Uint64 // poller.Handle, set by Add or the first event

@@ -59,7 +59,7 @@ var (
 //
 //	Started = Handshakes + (the sum of Failed) + TimedOut + Refused + InProgress
 type TLSStats struct {
-	Started    uint64 `json:"started"`
+	Started    uint64 `json:"started"`    // accepted, or dialled and connected
 	Handshakes uint64 `json:"handshakes"` // completed
 	// Failed counts handshakes that failed, by cause: "eof" (the peer
 	// closed), "reset", "not-tls" (the first bytes were not a TLS
@@ -241,7 +241,7 @@ func (s *Server) armHandshakeLocked(c *Conn) {
 
 // startHandshakeLocked starts the goroutine of c's handshake, counted in
 // progress; the caller holds mu. An accepted connection is reset instead
-// if MaxHandshakes are in progress: it reports whether it started.
+// if MaxHandshakes are active: it reports whether it started.
 func (s *Server) startHandshakeLocked(c *Conn) bool {
 	hs := c.tls.hs
 	s.tls.startedLocked(hs) // its first event may come before its accept armed it
@@ -363,7 +363,7 @@ func (c *Conn) abortHandshakeLocked(why error) {
 	}
 	c.s.tls.startedLocked(hs) // ended before its first event or its accept
 	if why != ErrHandshakeTimeout && why != ErrTooManyHandshakes {
-		c.s.tls.failed[causeCancelled].Add(1) // the others are counted as such
+		c.s.tls.failed[causeCancelled].Add(1) // timeouts and refusals are counted where they happen
 	}
 }
 
