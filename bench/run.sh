@@ -46,17 +46,16 @@
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
 # interleaved rounds and the report takes medians and shows the spread: on
 # a shared, noisy machine a burst of outside load then hits one round of
-# every variant rather than every round of one. About 22 minutes on 2
-# cores, 10 of them the skew benchmark (about 2.7 s per cell and server at
-# SKEW_TIME=2s, 72 of them per round: 8 cells, 9 servers). Nothing was cut
-# to make room for stealing's rows (3 more dispatch variants, one more echo
-# server, two more skew servers).
+# every variant rather than every round of one. About 40 minutes on 2
+# cores, 27 of them the skew benchmark (about 4.8 s per cell and server at
+# SKEW_TIME=4s: 45 sleep cells and servers in each of 6 rounds, 18 spin
+# ones in each of 3).
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
 # echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N
 # (100000 requests per redis-benchmark run at -P 1, the TLS rows included,
 # ten times as many at -P 16; fewer make a row noise), SKEW_TIME (2s per
-# skew cell, server and round: 20,000 requests, enough for a p99.9),
+# skew cell, server and round: 40,000 requests, a p99.9 from 40 of them),
 # SKEW_SPIN_D (1ms, the spin cells' D, comma-separated), SKEW_ROUNDS (6,
 # the sleep cells' rounds; at least ROUNDS), OTHER_TIME
 # (300ms), LATENCY_N (2000 deletes per latency case).
@@ -69,7 +68,7 @@ ECHO_TIME=${ECHO_TIME:-1s}
 KV_N=${KV_N:-100000}
 OTHER_TIME=${OTHER_TIME:-300ms}
 LATENCY_N=${LATENCY_N:-2000}
-SKEW_TIME=${SKEW_TIME:-2s}
+SKEW_TIME=${SKEW_TIME:-4s}
 SKEW_SPIN_D=${SKEW_SPIN_D:-1ms}
 SKEW_ROUNDS=${SKEW_ROUNDS:-6}
 if [ "$SKEW_ROUNDS" -lt "$ROUNDS" ]; then

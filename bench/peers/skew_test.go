@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkSkew's flags: the load of each cell and which cells to run.
@@ -150,10 +148,6 @@ func skewCells() ([]skewCell, error) {
 //     column of /proc/stat, 10 ms ticks, both CPUs summed) over the wall
 //     time: a round with a few % of it has lost milliseconds at a time
 //     to other machines on the host, whatever the server did;
-//   - others-%: the two CPUs' busy time beyond the server's and the
-//     client's over the wall time (other processes, at /proc/stat's 10 ms
-//     granularity: about 0.5 % is noise): a round with some has measured
-//     its neighbours too;
 //   - server-cpu-µs/req, server-util-% and client-util-%: the server's
 //     CPU time (its tail until quiet included) per request, and each
 //     side's CPU time over the wall time (see BenchmarkEcho), in % of one
@@ -209,40 +203,23 @@ func BenchmarkSkew(b *testing.B) {
 					b.Fatalf("warm-up: %v", err)
 				}
 				var r skewResult
-				var before, after cpuTimes
-				var mine time.Duration // the server's and the client's CPU time during the run
+				var steal time.Duration
 				w, err := measure(srv.Pid(), b, func() error {
-					srv0, err := ProcessCPUTime(srv.Pid())
+					s0, err := stealTime(serverCPU, clientCPU)
 					if err != nil {
-						return err
-					}
-					cl0, err := ProcessCPUTime(unix.Getpid())
-					if err != nil {
-						return err
-					}
-					if before, err = readCPUTimes(serverCPU, clientCPU); err != nil {
 						return err
 					}
 					if r, err = cl.run(*skewTime, *skewRate, cell); err != nil {
 						return err
 					}
-					if after, err = readCPUTimes(serverCPU, clientCPU); err != nil {
-						return err
-					}
-					srv1, err := ProcessCPUTime(srv.Pid())
-					if err != nil {
-						return err
-					}
-					cl1, err := ProcessCPUTime(unix.Getpid())
-					mine = srv1 - srv0 + cl1 - cl0
+					s1, err := stealTime(serverCPU, clientCPU)
+					steal = s1 - s0
 					return err
 				})
 				if err != nil {
 					b.Fatal(err)
 				}
-				pct := func(d time.Duration) float64 { return 100 * d.Seconds() / r.wall.Seconds() }
-				b.ReportMetric(pct(after.steal-before.steal), "steal-%")
-				b.ReportMetric(max(pct(after.busy-before.busy-mine), 0), "others-%")
+				b.ReportMetric(100*steal.Seconds()/r.wall.Seconds(), "steal-%")
 				r.report(b)
 				b.ReportMetric(polling, "idle-poll")
 				b.ReportMetric(w.serverCPU.Seconds()*1e6/float64(len(r.light)+r.slow), "server-cpu-µs/req")

@@ -33,7 +33,7 @@ import (
 // bench/run.sh the hypervisor then took them away for milliseconds at a
 // time (steal 6-7 % of the wall time, the client's own sends 1.3-1.5 ms
 // late at p99) and every server's light p99 without skew was 2.5-5.7 ms;
-// the same servers, the same run, with this loop waiting: 64-86 µs, sends
+// the same servers minutes later with this loop waiting: 64-86 µs, sends
 // about 35 µs late at p99, steal 0.25 %.
 type skewClient struct {
 	conns []*skewConn

@@ -99,27 +99,15 @@ func pollIdle() (release func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-// cpuTimes is what /proc/stat says a set of CPUs did, summed over them.
-type cpuTimes struct {
-	busy  time.Duration // running anything: user, nice, system, irq and softirq time
-	steal time.Duration // the hypervisor ran something else while they had work
-}
-
-// readCPUTimes returns the /proc/stat times of cpus, summed, at the
-// kernel's accounting granularity (USER_HZ ticks, 10 ms). Steal is what no
-// process inside the machine can see or avoid; busy time beyond the
-// server's and the client's is other processes' (a compiler, a test run
-// next door) taking the benchmark's CPUs.
-func readCPUTimes(cpus ...int) (cpuTimes, error) {
+// stealTime returns the time the hypervisor ran something else while
+// cpus had work (the steal column of /proc/stat), summed over cpus: what
+// no process inside the machine can see or avoid.
+func stealTime(cpus ...int) (time.Duration, error) {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return cpuTimes{}, err
+		return 0, err
 	}
-	tick := func(f string) (time.Duration, error) {
-		n, err := strconv.ParseInt(f, 10, 64)
-		return time.Duration(n) * time.Second / 100, err // USER_HZ, 100 on Linux
-	}
-	var sum cpuTimes
+	var sum time.Duration
 	for _, c := range cpus {
 		prefix := fmt.Sprintf("cpu%d ", c)
 		found := false
@@ -127,26 +115,19 @@ func readCPUTimes(cpus ...int) (cpuTimes, error) {
 			if !strings.HasPrefix(line, prefix) {
 				continue
 			}
-			// cpuN user nice system idle iowait irq softirq steal ...
 			f := strings.Fields(line)
 			if len(f) < 9 {
-				return cpuTimes{}, fmt.Errorf("/proc/stat: %q has no steal column", line)
+				return 0, fmt.Errorf("/proc/stat: %q has no steal column", line)
 			}
-			for _, i := range []int{1, 2, 3, 6, 7, 8} {
-				d, err := tick(f[i])
-				if err != nil {
-					return cpuTimes{}, fmt.Errorf("/proc/stat: %q: %w", line, err)
-				}
-				if i == 8 {
-					sum.steal += d
-				} else {
-					sum.busy += d
-				}
+			ticks, err := strconv.ParseInt(f[8], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
 			}
+			sum += time.Duration(ticks) * time.Second / 100 // USER_HZ, 100 on Linux
 			found = true
 		}
 		if !found {
-			return cpuTimes{}, fmt.Errorf("/proc/stat has no line for CPU %d", c)
+			return 0, fmt.Errorf("/proc/stat has no line for CPU %d", c)
 		}
 	}
 	return sum, nil

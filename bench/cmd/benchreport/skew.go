@@ -49,10 +49,10 @@ func renderSkew(w io.Writer, r results) []target {
 		"of them shared with the client**; \"none\" there is the "+
 		"no-skew load on that set-up. Figures are medians over the rounds with the range (min–max) in parentheses; each "+
 		"round runs every cell with every server, and the ratios' ranges are round by round. server CPU µs/req is the "+
-		"server's CPU time per request at this load (median). steal %% is the time the "+
-		"hypervisor took from the two CPUs (both summed) over the wall time, others %% the two CPUs' busy time beyond the "+
-		"server's and the client's (other processes; /proc/stat's 10 ms ticks make about 0.5 %% noise), both the largest "+
-		"over the rounds: a round with either has lost milliseconds at a time whatever the server did.\n\n")
+		"server's CPU time per request at this load (median). Two columns tell a round the machine disturbed, "+
+		"each the largest over the rounds: steal %% is the time the hypervisor took from the two CPUs (both summed) over "+
+		"the wall time, and send lag p99 µs how late the client's own sends were behind their schedule (p99): a round "+
+		"with either has lost milliseconds at a time whatever the server did.\n\n")
 	if skipNote(w, "BenchmarkSkew") {
 		return nil
 	}
@@ -65,7 +65,7 @@ func renderSkew(w io.Writer, r results) []target {
 		if work == "spin" {
 			fmt.Fprintf(w, "Server on both CPUs (GOMAXPROCS=2), sharing the second with the client.\n\n")
 		}
-		fmt.Fprintf(w, "| cell | server | light p50 µs | light p99 µs | light p99.9 µs | light max µs | req/s | server CPU µs/req | server util %% | steal %% | others %% | rounds |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| cell | server | light p50 µs | light p99 µs | light p99.9 µs | light max µs | req/s | server CPU µs/req | server util %% | steal %% | send lag p99 µs | rounds |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		rows := false
 		for _, cell := range skewCells {
 			for _, s := range skewServers {
@@ -77,7 +77,7 @@ func renderSkew(w io.Writer, r results) []target {
 				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", cell, s, r.num(b, "light-p50-µs"),
 					r.spread(b, "light-p99-µs"), r.spread(b, "light-p99.9-µs"), r.num(b, "light-max-µs"),
 					r.spread(b, "req/s"), r.num(b, "server-cpu-µs/req"), r.num(b, "server-util-%"),
-					r.max(b, "steal-%"), r.max(b, "others-%"), r.runs(b, "light-p99-µs"))
+					r.max(b, "steal-%"), r.max(b, "send-lag-p99-µs"), r.runs(b, "light-p99-µs"))
 			}
 		}
 		if !rows {

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-const skewSample = `BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 100 light-p99-µs	 300 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 0 others-%	 20 server-cpu-µs/req	 20 server-util-%
+const skewSample = `BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 100 light-p99-µs	 300 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 30 send-lag-p99-µs	 20 server-cpu-µs/req	 20 server-util-%
 BenchmarkSkew/sleep/none/skew-gnet-2        	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 40 light-p50-µs	 200 light-p99-µs	 400 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 20 server-cpu-µs/req	 20 server-util-%
-BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 120 light-p99-µs	 300 light-p99.9-µs	 9990 req/s	 0 slow-reqs	 0 steal-%	 0.7 others-%	 20 server-cpu-µs/req	 20 server-util-%
+BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 120 light-p99-µs	 300 light-p99.9-µs	 9990 req/s	 0 slow-reqs	 0 steal-%	 70 send-lag-p99-µs	 20 server-cpu-µs/req	 20 server-util-%
 BenchmarkSkew/sleep/none/skew-gnet-2        	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 40 light-p50-µs	 150 light-p99-µs	 400 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 20 server-cpu-µs/req	 20 server-util-%
-BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 110 light-p99-µs	 300 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 0.2 others-%	 20 server-cpu-µs/req	 20 server-util-%
+BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 110 light-p99-µs	 300 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 20 send-lag-p99-µs	 20 server-cpu-µs/req	 20 server-util-%
 BenchmarkSkew/sleep/none/skew-gnet-2        	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 40 light-p50-µs	 100 light-p99-µs	 400 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 20 server-cpu-µs/req	 20 server-util-%
 BenchmarkSkew/sleep/none/skew-conn-stealing-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 90 light-p99-µs	 200 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 20 server-cpu-µs/req	 20 server-util-%
 BenchmarkSkew/sleep/none/skew-conn-stealing-2 	 1	 2000 ns/op	 99 client-util-%	 1 idle-poll	 900 light-max-µs	 30 light-p50-µs	 100 light-p99-µs	 200 light-p99.9-µs	 10000 req/s	 0 slow-reqs	 0 steal-%	 20 server-cpu-µs/req	 20 server-util-%
@@ -36,7 +36,7 @@ func TestRenderSkew(t *testing.T) {
 	targets := renderSkew(&b, r)
 	out := b.String()
 	for _, want := range []string{
-		"| none | skew-conn-shared | 30.0 | 110 (100–120) | 300 (300–300) | 900 | 10000 (9990–10000) | 20.0 | 20.0 | 0.00 | 0.70 | 3 |",
+		"| none | skew-conn-shared | 30.0 | 110 (100–120) | 300 (300–300) | 900 | 10000 (9990–10000) | 20.0 | 20.0 | 0.00 | 70.0 | 3 |",
 		"| none | 0.73x (0.50–1.10x) | 0.75x (0.75–0.75x) | – | – | – | – |",
 		"### Handlers that spin",
 		"| p=2%/D=1ms | skew-net | 80.0 | 700 | 3000 | 9000 | 9800 | 40.0 | 60.0 | 1.50 | – | 1 |",
