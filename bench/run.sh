@@ -40,7 +40,10 @@
 #     of the two CPUs. While it runs, idle CPUs are kept polling
 #     (/dev/cpu_dma_latency), see pollIdle in bench/peers. The sleep cells
 #     run in SKEW_ROUNDS rounds (more than ROUNDS: a regime that comes
-#     now and then must show in the spread, not hide in a median).
+#     now and then must show in the spread, not hide in a median), each
+#     after BenchmarkHiccup (hiccup_test.go), which measures how late a
+#     sleeping thread wakes on each CPU: the machine's own stalls, which
+#     every server's tail includes.
 #
 # The dispatch variants, echo, connection-cycle, kv, TLS and skew
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
@@ -122,6 +125,7 @@ for round in $(seq 1 "$SKEW_ROUNDS"); do
 		run_peers go test -run '^$' -bench '^Benchmark(Echo|ConnCycle|TLSEcho|TLSHandshake)$' -benchtime="$ECHO_TIME" .
 		run_peers go test -run '^$' -bench '^Benchmark(KV|TLSKV)$' -benchtime=1x -kv.n="$KV_N" .
 	fi
+	run_peers go test -run '^$' -bench '^BenchmarkHiccup$' -benchtime=1x .
 	run_peers go test -run '^$' -bench '^BenchmarkSkew$' -benchtime=1x -skew.time="$SKEW_TIME" -skew.work=sleep .
 	if [ "$round" -le "$ROUNDS" ]; then
 		run_peers go test -run '^$' -bench '^BenchmarkSkew$' -benchtime=1x -skew.time="$SKEW_TIME" -skew.work=spin -skew.d="$SKEW_SPIN_D" .

@@ -56,6 +56,7 @@ func renderSkew(w io.Writer, r results) []target {
 	if skipNote(w, "BenchmarkSkew") {
 		return nil
 	}
+	renderHiccup(w, r)
 	if v, ok := r.get(skewName("sleep", "none", skewServers[0]), "idle-poll"); ok && v == 0 {
 		fmt.Fprintf(w, "**Idle CPUs may have halted in this run** (idle-poll 0: /dev/cpu_dma_latency was not writable): on a "+
 			"virtual machine every cross-CPU wake-up then waits for the hypervisor, and the latencies are mostly that.\n\n")
@@ -175,4 +176,31 @@ func skewTargets(r results, subject string) []target {
 		}
 	}
 	return ts
+}
+
+// renderHiccup writes what BenchmarkHiccup measured of the machine itself:
+// how late a sleeping thread wakes on each CPU, the floor under every
+// server's tail latency.
+func renderHiccup(w io.Writer, r results) {
+	var names []string
+	for name := range r {
+		if strings.HasPrefix(name, "BenchmarkHiccup/") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	fmt.Fprintf(w, "The machine itself (`BenchmarkHiccup`, run just before the sleep cells in each round): a thread on each CPU "+
+		"sleeps 100 µs at a time, idle CPUs polling as in the sleep cells, and counts how late it wakes. A wake-up "+
+		"500 µs late or more is time the CPU was not the machine's to give (the hypervisor's, or the host's interrupt "+
+		"delivery), and every server on that CPU loses it alike.\n\n")
+	fmt.Fprintf(w, "| CPU | late p50 µs | late p99 µs | late max µs | stalls ≥ 500 µs per s | stalled ms per s | rounds |\n|---|---|---|---|---|---|---|\n")
+	for _, b := range names {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d |\n", strings.TrimPrefix(strings.TrimPrefix(b, "BenchmarkHiccup/"), "cpu="),
+			r.spread(b, "late-p50-µs"), r.spread(b, "late-p99-µs"), r.spread(b, "late-max-µs"),
+			r.spread(b, "stalls-500µs/s"), r.spread(b, "stalled-ms/s"), r.runs(b, "late-p99-µs"))
+	}
+	fmt.Fprintln(w)
 }

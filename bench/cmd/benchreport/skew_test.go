@@ -84,3 +84,26 @@ func TestRenderSkew(t *testing.T) {
 		t.Errorf("idle-poll 1 reported as halting:\n%s", out)
 	}
 }
+
+// TestRenderHiccup checks the machine's table: a row per CPU, medians with
+// their ranges over the rounds.
+func TestRenderHiccup(t *testing.T) {
+	const raw = `BenchmarkHiccup/cpu=0-2 	 1	 4000 ns/op	 20 late-max-µs	 5 late-p50-µs	 10 late-p99-µs	 3 stalled-ms/s	 2 stalls-500µs/s
+BenchmarkHiccup/cpu=1-2 	 1	 4000 ns/op	 900 late-max-µs	 6 late-p50-µs	 12 late-p99-µs	 0 stalled-ms/s	 0 stalls-500µs/s
+BenchmarkHiccup/cpu=0-2 	 1	 4000 ns/op	 40 late-max-µs	 7 late-p50-µs	 30 late-p99-µs	 1 stalled-ms/s	 4 stalls-500µs/s
+`
+	r, err := parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderHiccup(&b, r)
+	for _, want := range []string{
+		"| 0 | 6.00 (5.00–7.00) | 20.0 (10.0–30.0) | 30.0 (20.0–40.0) | 3.00 (2.00–4.00) | 2.00 (1.00–3.00) | 2 |",
+		"| 1 | 6.00 | 12.0 | 900 | 0.00 | 0.00 | 1 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
