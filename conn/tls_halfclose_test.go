@@ -8,9 +8,10 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gracepoll/gracepoll/conn"
 )
@@ -66,7 +67,7 @@ func (c *corkConn) release() error {
 		}
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1)
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 1)
 		}); err != nil {
 			return err
 		}
