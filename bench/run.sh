@@ -78,6 +78,13 @@ if [ "$SKEW_ROUNDS" -lt "$ROUNDS" ]; then
 	SKEW_ROUNDS=$ROUNDS
 fi
 
+# BenchmarkKV and BenchmarkTLSKV drive redis-benchmark (Debian's
+# redis-tools) and skip without it.
+if ! command -v redis-benchmark >/dev/null; then
+	{ apt-get update -qq && apt-get install -y -qq redis-tools; } >/dev/null 2>&1 || true
+fi
+command -v redis-benchmark >/dev/null || echo "redis-benchmark is not installed and could not be: BenchmarkKV and BenchmarkTLSKV will skip" >&2
+
 results=$PWD/bench/results
 mkdir -p "$results"
 raw=$results/raw.txt

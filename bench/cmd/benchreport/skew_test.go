@@ -36,10 +36,10 @@ func TestRenderSkew(t *testing.T) {
 	targets := renderSkew(&b, r)
 	out := b.String()
 	for _, want := range []string{
-		"| none | skew-conn-shared | 30.0 | 110 (100–120) | 300 (300–300) | 900 | 10000 (9990–10000) | 20.0 | 20.0 | 0.00 | 70.0 | 3 |",
+		"| none | skew-conn-shared | 30.0 | 110 (100–120) | 300 (300–300) | 900 | 10000 (9990–10000) | 20.0 | 20.0 | 0.00 | 70.0 | 3 of 3 |",
 		"| none | 0.73x (0.50–1.10x) | 0.75x (0.75–0.75x) | – | – | – | – |",
 		"### Handlers that spin",
-		"| p=2%/D=1ms | skew-net | 80.0 | 700 | 3000 | 9000 | 9800 | 40.0 | 60.0 | 1.50 | – | 1 |",
+		"| p=2%/D=1ms | skew-net | 80.0 | 700 | 3000 | 9000 | 9800 | 40.0 | 60.0 | 1.50 | – | 1 of 1 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -48,7 +48,7 @@ func TestRenderSkew(t *testing.T) {
 	// conn-stealing: its rows, its own ratio table (95/150 with the
 	// rounds' 90/200, 100/150, 95/100; 200/400) and its targets.
 	for _, want := range []string{
-		"| none | skew-conn-stealing | 30.0 | 95.0 (90.0–100) | 200 (200–200) | 900 | 10000 (10000–10000) | 20.0 | 20.0 | 0.00 | – | 3 |",
+		"| none | skew-conn-stealing | 30.0 | 95.0 (90.0–100) | 200 (200–200) | 900 | 10000 (10000–10000) | 20.0 | 20.0 | 0.00 | – | 3 of 3 |",
 		"skew-conn-stealing's light-request latency over each peer's, per cell",
 		"| none | 0.63x (0.45–0.95x) | 0.50x (0.50–0.50x) | – | – | – | – |",
 		"| p=0.5%/D=1ms | 0.15x | 0.18x | 1.20x | 1.20x | 1.50x | 1.29x |",
@@ -104,6 +104,40 @@ BenchmarkHiccup/cpu=0-2 	 1	 4000 ns/op	 40 late-max-µs	 7 late-p50-µs	 30 lat
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestSkewDisturbedRounds checks that a round with steal above maxSteal,
+// or a client late above maxSendLag, is left out of the medians and of the
+// round-by-round ratios, for both servers of a ratio, and still counted in
+// the rounds column.
+func TestSkewDisturbedRounds(t *testing.T) {
+	const raw = `BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 1 ns/op	 100 light-p99-µs	 300 light-p99.9-µs	 0 steal-%	 30 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-gnet-2 	 1	 1 ns/op	 200 light-p99-µs	 400 light-p99.9-µs	 0 steal-%	 30 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 1 ns/op	 5000 light-p99-µs	 9000 light-p99.9-µs	 20 steal-%	 30 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-gnet-2 	 1	 1 ns/op	 100 light-p99-µs	 400 light-p99.9-µs	 0 steal-%	 30 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 1 ns/op	 120 light-p99-µs	 300 light-p99.9-µs	 0 steal-%	 30 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-gnet-2 	 1	 1 ns/op	 7000 light-p99-µs	 9400 light-p99.9-µs	 0 steal-%	 900 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-conn-shared-2 	 1	 1 ns/op	 110 light-p99-µs	 300 light-p99.9-µs	 1 steal-%	 30 send-lag-p99-µs
+BenchmarkSkew/sleep/none/skew-gnet-2 	 1	 1 ns/op	 220 light-p99-µs	 400 light-p99.9-µs	 1 steal-%	 30 send-lag-p99-µs
+`
+	r, err := parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderSkew(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		// conn-shared: rounds 1, 3, 4 (100, 120, 110); gnet: 1, 2, 4.
+		"| none | skew-conn-shared | – | 110 (100–120) | 300 (300–300) | – | – | – | – | 1.00 | 30.0 | 3 of 4 |",
+		"| none | skew-gnet | – | 200 (100–220) | 400 (400–400) | – | – | – | – | 1.00 | 30.0 | 3 of 4 |",
+		// Paired: rounds 1 and 4 only (100/200, 110/220).
+		"| none | 0.50x (0.50–0.50x) | 0.75x (0.75–0.75x) |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
 }
