@@ -141,6 +141,11 @@ func skewCells() ([]skewCell, error) {
 //   - req/s: the rate achieved, replies over the time from the first
 //     scheduled send to the last reply;
 //   - slow-reqs: how many requests were slow;
+//   - server-stalls/s: how many times a second the requests of one
+//     millisecond, sent on time, were answered late together (see
+//     stallLatency): the server's side held them, whether its design, its
+//     runtime or its CPU, which the hypervisor takes now and then (see
+//     BenchmarkHiccup);
 //   - idle-poll: 1 if idle CPUs were kept polling (-skew.pollidle, see
 //     pollIdle), 0 if they may halt, which on a virtual machine puts the
 //     hypervisor's wake-up latency into every figure above;
@@ -249,6 +254,7 @@ func (r skewResult) report(b *testing.B) {
 	b.ReportMetric(us(quantile(r.lag, 0.99)), "send-lag-p99-µs")
 	b.ReportMetric(float64(len(r.light)+r.slow)/r.wall.Seconds(), "req/s")
 	b.ReportMetric(float64(r.slow), "slow-reqs")
+	b.ReportMetric(float64(r.stalls)/r.wall.Seconds(), "server-stalls/s")
 }
 
 // TestSkewServers checks that every skew server, in its own process,

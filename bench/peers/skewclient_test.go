@@ -32,9 +32,10 @@ import (
 // on the server's CPU, both virtual CPUs: on the 2-vCPU machine of
 // bench/run.sh the hypervisor then took them away for milliseconds at a
 // time (steal 6-7 % of the wall time, the client's own sends 1.3-1.5 ms
-// late at p99) and every server's light p99 without skew was 2.5-5.7 ms;
-// the same servers minutes later with this loop waiting: 64-86 µs, sends
-// about 35 µs late at p99, steal 0.25 %.
+// late at p99), and the light p99 without skew was 2.7 ms for conn on the
+// shared set, 2.5 ms for net and 0.28 ms for gnet; the same servers
+// minutes later with this loop waiting: 64-86 µs, sends about 35 µs late
+// at p99, steal 0.25 %.
 type skewClient struct {
 	conns []*skewConn
 }
@@ -59,8 +60,12 @@ type skewSent struct {
 type skewResult struct {
 	light []time.Duration // the light requests' latencies, sorted
 	lag   []time.Duration // every write's lateness behind its schedule, sorted
-	slow  int             // slow requests
-	wall  time.Duration   // first scheduled send to last reply
+	// stalls counts the server's stalls: 1 ms windows of the schedule in
+	// which stallSlow or more light requests took over stallLatency
+	// while every send was less than stallLag late (see stallWindow).
+	stalls int
+	slow   int           // slow requests
+	wall   time.Duration // first scheduled send to last reply
 }
 
 // dialSkew opens n connections to addr, non-blocking, with TCP_NODELAY.
@@ -143,6 +148,7 @@ func (cl *skewClient) run(d time.Duration, rate float64, cell skewCell) (skewRes
 	limit := d + time.Duration(cell.p*float64(total))*cell.d + ioTimeout
 
 	r := skewResult{light: make([]time.Duration, 0, total), lag: make([]time.Duration, 0, total)}
+	windows := make([]stallWindow, d/time.Millisecond+1)
 	rng := rand.New(rand.NewPCG(16, uint64(len(cl.conns))))
 	seqs := make([]uint64, len(cl.conns))
 	frame := make([]byte, SkewFrameSize)
@@ -168,7 +174,10 @@ func (cl *skewClient) run(d time.Duration, rate float64, cell skewCell) (skewRes
 			if err := cl.send(epfd, ci, frame); err != nil {
 				return r, err
 			}
-			r.lag = append(r.lag, time.Since(start)-s.due)
+			lag := time.Since(start) - s.due
+			r.lag = append(r.lag, lag)
+			w := &windows[s.due/time.Millisecond]
+			w.lag = max(w.lag, lag)
 		}
 		var wait time.Duration
 		if sent < total {
@@ -220,10 +229,18 @@ func (cl *skewClient) run(d time.Duration, rate float64, cell skewCell) (skewRes
 					r.slow++
 				} else {
 					r.light = append(r.light, at-s.due)
+					if at-s.due > stallLatency {
+						windows[s.due/time.Millisecond].slow++
+					}
 				}
 				last = at
 			}
 			c.in = c.in[:copy(c.in, c.in[done:])]
+		}
+	}
+	for _, w := range windows {
+		if w.slow >= stallSlow && w.lag < stallLag {
+			r.stalls++
 		}
 	}
 	slices.Sort(r.light)
@@ -288,3 +305,21 @@ func epollWaitFor(epfd int, events []unix.EpollEvent, d time.Duration) (int, err
 // noPwait2 records that the kernel lacks epoll_pwait2; only the client's
 // loop, one at a time, reads and writes it.
 var noPwait2 bool
+
+// A stall of the server, as the client sees it: in one millisecond of the
+// schedule (about ten requests at 10,000/s) at least stallSlow light
+// requests took over stallLatency, while every send of that millisecond
+// left less than stallLag late. Requests sent on time and all answered
+// late at once were held up together on the server's side (its CPU, its
+// runtime, its design); a late client would have made them late itself.
+const (
+	stallLatency = 400 * time.Microsecond
+	stallSlow    = 5
+	stallLag     = 100 * time.Microsecond
+)
+
+// stallWindow is one millisecond of the schedule.
+type stallWindow struct {
+	slow int           // light requests sent then that took over stallLatency
+	lag  time.Duration // the latest send's lateness
+}

@@ -49,7 +49,10 @@ func renderSkew(w io.Writer, r results) []target {
 		"of them shared with the client**; \"none\" there is the "+
 		"no-skew load on that set-up. Figures are medians over the rounds with the range (min–max) in parentheses; each "+
 		"round runs every cell with every server, and the ratios' ranges are round by round. server CPU µs/req is the "+
-		"server's CPU time per request at this load (median). A round of a cell and server is **disturbed** when the "+
+		"server's CPU time per request at this load (median); server stalls per s how many times a second the light "+
+		"requests of one millisecond, sent on time, were answered late together (five or more over 400 µs while no send "+
+		"of that millisecond was 100 µs late): the server's side held them, its design or its CPU (see the machine's "+
+		"stalls above). A round of a cell and server is **disturbed** when the "+
 		"machine decided its tail whatever the server did: the hypervisor took more than 2 %% of the two CPUs' time "+
 		"(steal %%), or the client's own sends were more than 250 µs late at p99 (send lag; 20-40 µs otherwise); "+
 		"neither depends on the server. Medians and ranges are over the undisturbed rounds (rounds: undisturbed of all), "+
@@ -69,7 +72,7 @@ func renderSkew(w io.Writer, r results) []target {
 		if work == "spin" {
 			fmt.Fprintf(w, "Server on both CPUs (GOMAXPROCS=2), sharing the second with the client.\n\n")
 		}
-		fmt.Fprintf(w, "| cell | server | light p50 µs | light p99 µs | light p99.9 µs | light max µs | req/s | server CPU µs/req | server util %% | steal %% | send lag p99 µs | rounds |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| cell | server | light p50 µs | light p99 µs | light p99.9 µs | light max µs | req/s | server CPU µs/req | server stalls per s | steal %% | send lag p99 µs | rounds |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		rows := false
 		for _, cell := range skewCells {
 			for _, s := range skewServers {
@@ -84,7 +87,7 @@ func renderSkew(w io.Writer, r results) []target {
 				}
 				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d |\n", cell, s, c.num(b, "light-p50-µs"),
 					c.spread(b, "light-p99-µs"), c.spread(b, "light-p99.9-µs"), c.max(b, "light-max-µs"),
-					c.spread(b, "req/s"), c.num(b, "server-cpu-µs/req"), c.num(b, "server-util-%"),
+					c.spread(b, "req/s"), c.num(b, "server-cpu-µs/req"), c.num(b, "server-stalls/s"),
 					c.max(b, "steal-%"), c.max(b, "send-lag-p99-µs"), calm.runs(b, "light-p99-µs"), r.runs(b, "light-p99-µs"))
 			}
 		}
@@ -145,8 +148,7 @@ func skewTargets(r results, subject string) []target {
 	const why = "light requests wait behind a blocked handler until the monitor finds it: at best Overrun (250 µs), " +
 		"and 1-2 ms when every P is idle, since the Go timer that drives the monitor then fires on the runtime's " +
 		"whole-millisecond epoll_wait; a goroutine per connection (net) or a pool (netpoll) never queues a request " +
-		"behind another. On this VM idle CPUs halt, so cross-CPU wake-ups alone put every server's p99 in the hundreds " +
-		"of µs: compare the rounds."
+		"behind another."
 	var ts []target
 	for _, cell := range skewCells[1:] {
 		for _, c := range []struct {
@@ -167,12 +169,14 @@ func skewTargets(r results, subject string) []target {
 				ratio(x), x <= 5, why})
 		}
 	}
-	noSkewWhy := "without skew the shared set pays the re-arm per event and the contention of one set (see dispatch); " +
-		"on this VM the p99 without skew is mostly cross-CPU wake-up latency, hundreds of µs for every server: compare the rounds."
+	noSkewWhy := "without skew the shared set pays for one set among four waiters: every readiness edge reaches each " +
+		"parked waiter's parker (several goroutines wake for one event: the server CPU per request above) and the " +
+		"EPOLLONESHOT re-arm per event (see dispatch). The machine's own stalls (BenchmarkHiccup) reach every server's " +
+		"tail now and then: compare the rounds."
 	if subject == "skew-conn-stealing" {
 		noSkewWhy = "without skew stealing runs per-waiter sets with no re-arm; what it adds is the running bit per event and " +
-			"a mutex per batch for the monitor's hand-off (see dispatch). On this VM the p99 without skew is mostly cross-CPU " +
-			"wake-up latency, hundreds of µs for every server: compare the rounds."
+			"a mutex per batch for the monitor's hand-off (see dispatch). The machine's own stalls (BenchmarkHiccup) reach " +
+			"every server's tail now and then: compare the rounds."
 	}
 	if vs := r[conn("none")]["light-p99-µs"]; len(vs) > 0 {
 		worst := slices.Max(vs)
