@@ -49,10 +49,10 @@
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
 # interleaved rounds and the report takes medians and shows the spread: on
 # a shared, noisy machine a burst of outside load then hits one round of
-# every variant rather than every round of one. About 40 minutes on 2
-# cores, 27 of them the skew benchmark (about 4.8 s per cell and server at
-# SKEW_TIME=4s: 45 sleep cells and servers in each of 6 rounds, 18 spin
-# ones in each of 3).
+# every variant rather than every round of one. About 33 minutes on 2
+# cores (1968 s measured), most of them the skew benchmark (about 4.8 s
+# per cell and server at SKEW_TIME=4s: 45 sleep cells and servers in each
+# of 6 rounds, 18 spin ones in each of 3).
 #
 # Knobs (environment): ROUNDS (3), DISPATCH_TIME (200ms), ECHO_TIME (1s per
 # echo, connection-cycle, TLS echo and TLS handshake case and round), KV_N
