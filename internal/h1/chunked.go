@@ -52,11 +52,11 @@ type ChunkedDecoder struct {
 }
 
 const (
-	chunkSize = iota // expecting a chunk line
-	chunkData        // inside chunk data
-	chunkCRLF        // expecting the CRLF after chunk data
-	chunkTrailer     // inside the trailer section
-	chunkDone        // the body has ended
+	chunkSize    = iota // expecting a chunk line
+	chunkData           // inside chunk data
+	chunkCRLF           // expecting the CRLF after chunk data
+	chunkTrailer        // inside the trailer section
+	chunkDone           // the body has ended
 )
 
 // Reset makes d ready for another body, keeping its limits and capacity.
@@ -67,10 +67,10 @@ func (d *ChunkedDecoder) Reset() {
 
 // Decode decodes from the start of src, which continues where the bytes
 // consumed by the previous call ended. It returns the number of bytes of
-// src it consumed and, with a nil error, the next run of body data: a
-// subslice of src[:n], empty only if src ran out within chunk framing that
-// was consumed. With ErrIncomplete, src[n:] is the start of a line that is
-// not complete yet: call again with it followed by more bytes. With io.EOF
+// src it consumed and, with a nil error, the next run of body data, a
+// non-empty subslice of src[:n]. With ErrIncomplete, n bytes of framing were
+// consumed and src[n:] is the start of something not complete yet: call
+// again with it followed by more bytes. With io.EOF
 // the body and its trailer section have ended at src[n]; Trailers are set.
 // Any other error is final.
 func (d *ChunkedDecoder) Decode(src []byte) (data []byte, n int, err error) {
@@ -111,7 +111,7 @@ func (d *ChunkedDecoder) Decode(src []byte) (data []byte, n int, err error) {
 			d.remaining, d.state = size, chunkData
 		case chunkData:
 			if n == len(src) {
-				return nil, n, nil
+				return nil, n, ErrIncomplete
 			}
 			k := len(src) - n
 			if int64(k) > d.remaining {
@@ -125,7 +125,7 @@ func (d *ChunkedDecoder) Decode(src []byte) (data []byte, n int, err error) {
 		case chunkCRLF:
 			switch len(src) - n {
 			case 0:
-				return nil, n, nil
+				return nil, n, ErrIncomplete
 			case 1:
 				if src[n] != '\r' {
 					return nil, n, ErrBadChunkData

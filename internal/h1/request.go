@@ -274,11 +274,6 @@ func (r *Request) requestLine(line []byte, off int, lim Limits) error {
 		return ErrURITooLong
 	}
 	s.target = span{off + i, off + i + j}
-	form, lo, hi, err := checkTarget(line[:i-1], line[i:i+j])
-	if err != nil {
-		return err
-	}
-	s.form, s.authority = form, span{s.target.lo + lo, s.target.lo + hi}
 	v := line[i+j+1:]
 	if len(v) != len("HTTP/1.1") || string(v[:5]) != "HTTP/" || v[6] != '.' ||
 		!isDigit(v[5]) || !isDigit(v[7]) {
@@ -290,6 +285,11 @@ func (r *Request) requestLine(line []byte, off int, lim Limits) error {
 		return ErrVersionNotSupported
 	}
 	r.Major, r.Minor = 1, int(v[7]-'0')
+	form, lo, hi, err := checkTarget(line[:i-1], line[i:i+j])
+	if err != nil {
+		return err
+	}
+	s.form, s.authority = form, span{s.target.lo + lo, s.target.lo + hi}
 	return nil
 }
 
