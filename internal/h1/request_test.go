@@ -234,6 +234,9 @@ var invalidHeads = []struct {
 	{"ftp scheme", "GET ftp://h/ HTTP/1.1\r\nHost: h\r\n\r\n", ErrBadTarget},
 	{"empty host", "GET http:///a HTTP/1.1\r\nHost: h\r\n\r\n", ErrBadTarget},
 	{"userinfo", "GET http://u:p@h/ HTTP/1.1\r\nHost: h\r\n\r\n", ErrBadTarget},
+	{"IPv4 in brackets", "GET http://[1.2.3.4]/ HTTP/1.1\r\nHost: h\r\n\r\n", ErrBadTarget},
+	{"bad IPv6", "GET http://[fffff::]/ HTTP/1.1\r\nHost: h\r\n\r\n", ErrBadTarget},
+	{"bad IPv6 Host", "GET / HTTP/1.1\r\nHost: [::1:2:3:4:5:6:7:8:9]\r\n\r\n", ErrBadHost},
 	{"IPv6 zone", "GET http://[fe80::1%25eth0]/ HTTP/1.1\r\nHost: h\r\n\r\n", ErrBadTarget},
 
 	{"Expect other", "GET / HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\n\r\n", ErrExpectationFailed},

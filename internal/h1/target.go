@@ -1,6 +1,9 @@
 package h1
 
-import "bytes"
+import (
+	"bytes"
+	"net/netip"
+)
 
 // checkTarget returns the form of a request-target allowed for method and,
 // for absolute-form and authority-form, where its authority is in t, t[lo:hi]
@@ -69,7 +72,8 @@ func validPathQuery(b []byte) bool {
 }
 
 // validAuthority reports whether b is uri-host [":" port] (RFC 3986 section
-// 3.2.2-3.2.3) without percent-encoding, IPvFuture or IPv6 zones.
+// 3.2.2-3.2.3) without percent-encoding, IPvFuture or IPv6 zones. A port
+// may be empty unless needPort.
 func validAuthority(b []byte, allowEmpty, needPort bool) bool {
 	if len(b) == 0 {
 		return allowEmpty
@@ -84,6 +88,10 @@ func validAuthority(b []byte, allowEmpty, needPort bool) bool {
 			if !isHex(c) && c != ':' && c != '.' {
 				return false
 			}
+		}
+		// An IPv6address (RFC 3986 section 3.2.2), as net/url checks it.
+		if a, err := netip.ParseAddr(string(b[1:end])); err != nil || !a.Is6() {
+			return false
 		}
 		switch rest := b[end+1:]; {
 		case len(rest) == 0:
