@@ -162,6 +162,9 @@ func (d *ChunkedDecoder) trailer(src []byte) (int, error) {
 	if len(win) > limit {
 		win = win[:limit]
 	}
+	if d.tpos > len(win) {
+		d.tpos, d.tfields = 0, d.tfields[:0] // not what the last call saw
+	}
 	for {
 		i := bytes.IndexByte(win[d.tpos:], '\n')
 		if i < 0 {

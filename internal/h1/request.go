@@ -94,12 +94,12 @@ type state struct {
 	lineDone bool // the request line is parsed
 	pos      int  // the start of the first line not yet parsed
 
-	method, target, version span
-	host                    span
-	authority               span // the target's, if it has one
-	form                    Form
-	fields                  []fieldSpan
-	hosts                   int
+	method, target span
+	host           span
+	authority      span // the target's, if it has one
+	form           Form
+	fields         []fieldSpan
+	hosts          int
 
 	clDigits span // the first Content-Length value, to compare later ones
 	cl       int64
@@ -157,6 +157,12 @@ func (r *Request) parse(buf []byte, lim Limits) (int, error) {
 	win := buf
 	if len(win) > lim.MaxHeadBytes {
 		win = win[:lim.MaxHeadBytes]
+	}
+	if s.pos > len(win) {
+		// Not the bytes of the last call followed by more: start afresh
+		// rather than trust offsets into something else.
+		r.Reset()
+		s.active = true
 	}
 	incomplete := func() (int, error) {
 		if len(buf) >= lim.MaxHeadBytes {
@@ -232,9 +238,16 @@ func crlfLine(b []byte, start, lf int) ([]byte, error) {
 // earlyTargetCheck refuses a request line still incomplete whose target is
 // already too long, so that a client cannot make the server buffer a whole
 // MaxHeadBytes of target before hearing 414.
+//
+// It answers as requestLine will once the line is complete, so that a head
+// gets the same error however it arrives: it stays silent for a method that
+// is not a token or a CR inside the line, which are refused as 400 first.
 func (r *Request) earlyTargetCheck(partial []byte, lim Limits) error {
 	sp := bytes.IndexByte(partial, ' ')
-	if sp < 0 {
+	if sp <= 0 || !isToken(partial[:sp]) {
+		return nil
+	}
+	if cr := bytes.IndexByte(partial, '\r'); cr >= 0 && cr < len(partial)-1 {
 		return nil
 	}
 	rest := partial[sp+1:]

@@ -283,11 +283,25 @@ func TestLimits(t *testing.T) {
 		{"head beyond, incomplete", "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("v", 5000), lim, ErrHeaderTooLarge},
 		{"huge field, default limit", "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("v", 1<<20) + "\r\n\r\n", Limits{}, ErrHeaderTooLarge},
 		{"leading CRLFs count", strings.Repeat("\r\n", 2048) + "GET / HTTP/1.1\r\nHost: h\r\n\r\n", lim, ErrHeaderTooLarge},
+		{"bad method, long target", "G(T /" + long + " HTTP/1.1\r\nHost: h\r\n\r\n", lim, ErrBadRequestLine},
+		{"bare CR, long target", "GET /\r" + long + " HTTP/1.1\r\nHost: h\r\n\r\n", lim, ErrBareCR},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseString(tt.in, tt.lim)
 			if err != tt.want {
 				t.Fatalf("Parse: %v; want %v", err, tt.want)
+			}
+			if len(tt.in) > 20000 {
+				return
+			}
+			var r Request
+			for k := 1; k <= len(tt.in); k++ {
+				if _, err = r.Parse([]byte(tt.in[:k]), tt.lim); err != ErrIncomplete {
+					break
+				}
+			}
+			if err != tt.want {
+				t.Fatalf("Parse byte by byte: %v; want %v", err, tt.want)
 			}
 		})
 	}
