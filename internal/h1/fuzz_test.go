@@ -14,12 +14,15 @@ import (
 
 // FuzzRequest parses each input with Request.Parse and with net/http's
 // ReadRequest. Whenever both accept the head, they must mean the same
-// request. Where only net/http accepts, this package is stricter, as its
-// doc lists (bare LF, obs-fold, whitespace before the colon, CL with TE, TE
-// in HTTP/1.0, a missing Host, raw non-ASCII or bad escapes in the target,
-// targets of a form the method does not take, HTTP/1.x above 1.1 is kept...):
-// no failure. Where only this package accepts, the input must be one of the
-// cases leniencyOf names, else the fuzzer has found a disagreement.
+// request (the normalisations are commented where they are made). Where
+// only net/http accepts, this package is stricter, as its doc lists: bare
+// LF, obs-fold, whitespace before the colon, Content-Length with
+// Transfer-Encoding, Transfer-Encoding in HTTP/1.0, a missing Host (which
+// ReadRequest leaves to net/http's server), raw non-ASCII, "#" or bad
+// escapes in the target, a target form the method does not take, schemes
+// other than http and https, HTTP/0.x and HTTP/2: no failure. Where only
+// this package accepts, the input must be a case leniencyOf names, else
+// the fuzzer has found a disagreement.
 //
 // It also checks that parsing in two pieces, each in its own buffer, gives
 // what parsing whole gives.

@@ -78,7 +78,9 @@ type Request struct {
 	Chunked bool
 	// Close reports that the connection closes after the response: the
 	// Connection field lists "close", or the request is HTTP/1.0 and does
-	// not list "keep-alive" (RFC 9112 section 9.3).
+	// not list "keep-alive" (RFC 9112 section 9.3). An HTTP/1.0 request
+	// without Close asked for keep-alive, which the response must confirm
+	// with its own "Connection: keep-alive" (RFC 9112 appendix C.2.2).
 	Close bool
 	// Continue reports Expect: 100-continue on HTTP/1.1.
 	Continue bool
