@@ -149,6 +149,7 @@ func skewTargets(r results, subject string) []target {
 		"and 1-2 ms when every P is idle, since the Go timer that drives the monitor then fires on the runtime's " +
 		"whole-millisecond epoll_wait; a goroutine per connection (net) or a pool (netpoll) never queues a request " +
 		"behind another."
+	calm := undisturbed(r)
 	var ts []target
 	for _, cell := range skewCells[1:] {
 		for _, c := range []struct {
@@ -164,7 +165,7 @@ func skewTargets(r results, subject string) []target {
 			ts = append(ts, target{fmt.Sprintf("skew %s (sleep): %s light p99 <= %gx %s's", cell, label, c.limit, strings.TrimPrefix(c.base, "skew-")),
 				pr.ratioCell(conn(cell), base, "light-p99-µs"), x <= c.limit, why})
 		}
-		if x, ok := undisturbed(r).medianRatio(conn(cell), conn("none"), "light-p99.9-µs"); ok {
+		if x, ok := calm.medianRatio(conn(cell), conn("none"), "light-p99.9-µs"); ok {
 			ts = append(ts, target{fmt.Sprintf("skew %s (sleep): %s light p99.9 <= 5x its own without skew", cell, label),
 				ratio(x), x <= 5, why})
 		}
