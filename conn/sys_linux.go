@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -240,4 +241,16 @@ func unacked(fd int) int {
 		return 1
 	}
 	return n
+}
+
+// waitWritable waits in poll(2), at most d, until fd can take output (or
+// has failed, which the next write reports).
+func waitWritable(fd int, d time.Duration) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	ms := int((d + time.Millisecond - 1) / time.Millisecond)
+	for {
+		if _, err := unix.Poll(fds, ms); err != unix.EINTR {
+			return
+		}
+	}
 }

@@ -5,6 +5,7 @@ package conn
 import (
 	"errors"
 	"net"
+	"time"
 )
 
 // There is no epoll here: NewServer fails in poller.New before any of
@@ -29,6 +30,7 @@ func peerName(int) net.Addr                 { return nil }
 func setSendBuffer(int, int)                {}
 func discardInput(int) int                  { return 0 }
 func unacked(int) int                       { return 0 }
+func waitWritable(int, time.Duration)       {}
 
 func connect(sockAddr) (int, bool, error) { return -1, false, errUnsupported }
 func connectResult(int) error             { return errUnsupported }

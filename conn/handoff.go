@@ -1,0 +1,113 @@
+package conn
+
+import (
+	"context"
+	"os"
+	"time"
+)
+
+// Work that leaves the handler's callbacks. A handler's methods run one at
+// a time, and while one runs the connection's own events wait for it: its
+// queue does not drain and its input is not offered. Two calls serve
+// handlers whose work does not fit in one short callback: Flush, for a
+// callback that produces more output than the queue should hold, and
+// Wake, for work handed to another goroutine that must finish before the
+// handler reads its next request.
+
+// flushSlice bounds one wait in poll(2), so that Flush sees its context
+// end and the connection's deadlines pass.
+const flushSlice = 20 * time.Millisecond
+
+// Flush waits until the socket has taken every queued byte, the
+// connection ends or ctx ends, and returns nil, an error matching
+// net.ErrClosed, or ctx's error.
+//
+// It is for output produced by blocking writes: a handler method that
+// copies a large file into the connection calls Flush whenever Writable
+// reports false, instead of returning. Since the connection's events wait
+// for the running method, Flush writes the queue itself, on the calling
+// goroutine, waiting for the socket in poll(2): the waiter is blocked
+// meanwhile, as by any handler that blocks (see Slow handlers in the
+// package doc). From another goroutine it does the same, and the waiter
+// writes too; either way the writes hold the connection's mutex, so none
+// reaches a reused fd number.
+//
+// The connection's write and idle deadlines still hold: one that passes
+// while Flush waits resets the connection (ReasonTimeout), as it would
+// have from the waiter, and Flush returns an error matching
+// os.ErrDeadlineExceeded. A queue that drained from above Options.HighWater
+// is reported as the waiter reports it: OnDrain, and OnData offered what
+// it left, once the calling method has returned.
+func (c *Conn) Flush(ctx context.Context) error {
+	for {
+		if c.s.flush(c) {
+			c.afterHandler(func() { c.s.resume(c, true) })
+		}
+		c.mu.Lock()
+		queued, state, fd := len(c.out), c.state, c.fd
+		expired := queued > 0 && state < stEnding && c.flushExpiredLocked()
+		if expired {
+			c.s.timeouts.Add(1)
+			c.setReasonLocked(ReasonTimeout, os.ErrDeadlineExceeded)
+			c.resetLocked()
+			state = c.state
+		}
+		c.mu.Unlock()
+		switch {
+		case expired:
+			return os.ErrDeadlineExceeded
+		case state >= stEnding:
+			return closedError{"is closed"}
+		case queued == 0:
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wait := flushSlice
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(d)), 0)
+		}
+		// fd is this connection's: its number is closed only after
+		// the connection is released, which waits for a running handler
+		// method; from another goroutine a stale number makes this
+		// wait return early or late, never a write go astray.
+		waitWritable(fd, wait)
+	}
+}
+
+// flushExpiredLocked reports whether the write deadline, or the idle
+// timeout, has passed with output queued. The caller holds mu.
+func (c *Conn) flushExpiredLocked() bool {
+	if c.connExt == nil || c.flags.Load()&flagDeadlines == 0 {
+		return false
+	}
+	now := c.s.clock()
+	return c.writeAt > 0 && c.writeAt <= now || c.idle > 0 && c.progress+c.idle <= now
+}
+
+// Wake offers OnData the input its handler left unconsumed, again, on the
+// connection's waiter, whether or not more arrives. A handler that stops
+// reading requests while one of them is served elsewhere (handed to
+// another goroutine, whose reply must go out before the next request's)
+// calls Wake from there once that reply is written. It is safe from any
+// goroutine; after the end of the connection it returns an error matching
+// net.ErrClosed. With nothing left unconsumed, it does nothing.
+func (c *Conn) Wake() error {
+	return c.afterHandler(func() { c.s.resume(c, false) })
+}
+
+// afterHandler runs f on the connection's waiter, serialised with its
+// handler: after the running method, if one runs.
+func (c *Conn) afterHandler(f func()) error {
+	c.mu.Lock()
+	ending := c.state >= stEnding
+	c.mu.Unlock()
+	if ending {
+		return closedError{"is closed"}
+	}
+	if _, err := c.s.p.AfterFunc(c.handle(), 0, f); err != nil {
+		return closedError{"is closed"}
+	}
+	return nil
+}
