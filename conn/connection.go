@@ -83,6 +83,8 @@ type Conn struct {
 
 	wshut, finSent, eof, paused, reasonSet bool
 
+	holds int32 // Hold's, not yet released: a finishing connection waits for them
+
 	flags atomic.Uint32
 
 	bytesIn  atomic.Uint64 // written on the waiter
@@ -656,7 +658,7 @@ func (c *Conn) updateLocked() {
 	case !c.paused && f&(flagHigh|flagFinishing) == 0:
 		want |= poller.Readable
 	}
-	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 || c.tlsPendingLocked() {
+	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 && c.holds == 0 || c.tlsPendingLocked() {
 		want |= poller.Writable // flush, or an event to finish or decrypt in
 	}
 	if want != c.events {

@@ -3,6 +3,7 @@ package conn
 import (
 	"context"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -110,4 +111,28 @@ func (c *Conn) afterHandler(f func()) error {
 		return closedError{"is closed"}
 	}
 	return nil
+}
+
+// Hold says that work for the connection goes on outside its handler's
+// methods (a request served on another goroutine, whose reply is still to
+// come) and returns the function that says it is done. While a hold is
+// out, a finishing connection (Shutdown, or the peer's FIN without a
+// HalfCloser) stays open for that reply instead of closing once its
+// handler has answered what it read; when the last hold is released, it
+// finishes as it would have: OnData is offered what is left, then the
+// connection closes. Shutdown's context still bounds the wait. done may be
+// called from any goroutine; calls after the first do nothing.
+func (c *Conn) Hold() (done func()) {
+	c.mu.Lock()
+	c.holds++
+	c.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(c.unhold) }
+}
+
+func (c *Conn) unhold() {
+	c.mu.Lock()
+	c.holds--
+	c.updateLocked() // a finishing connection wants its event again
+	c.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -191,4 +192,78 @@ func TestWake(t *testing.T) {
 			t.Fatalf("Wake after the connection's end returned %v, want net.ErrClosed", err)
 		}
 	})
+}
+
+// heldOff answers each 4-byte request on a goroutine of its own after
+// delay, holding the connection (Hold) meanwhile, and Wakes for the rest.
+type heldOff struct {
+	conn.BaseHandler
+	delay time.Duration
+	hold  bool
+	busy  atomic.Bool
+	taken chan struct{}
+}
+
+func (h *heldOff) OnData(c *conn.Conn) {
+	if h.busy.Load() {
+		return
+	}
+	req, err := c.Next(4)
+	if err != nil {
+		return
+	}
+	req = bytes.Clone(req)
+	h.busy.Store(true)
+	done := func() {}
+	if h.hold {
+		done = c.Hold()
+	}
+	h.taken <- struct{}{}
+	go func() {
+		defer done()
+		time.Sleep(h.delay)
+		c.Write(bytes.Repeat(append([]byte("A"), req[1:]...), 64<<10))
+		h.busy.Store(false)
+		c.Wake()
+	}()
+}
+
+// TestHoldShutdown: Shutdown, and the peer's FIN, while a request is
+// served on another goroutine under Hold let its reply, and the replies
+// to the requests read before, go out whole; without Hold the connection
+// closes under the goroutine.
+func TestHoldShutdown(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		for _, how := range []string{"shutdown", "peer-fin"} {
+			t.Run(fmt.Sprintf("%s/hold=%v", how, hold), func(t *testing.T) {
+				h := &heldOff{delay: 100 * time.Millisecond, hold: hold, taken: make(chan struct{}, 8)}
+				s, addr := newServer(t, h, conn.Options{}, "tcp")
+				nc := dial(t, addr)
+				nc.Write([]byte("R001R002"))
+				wait(t, h.taken, "the first request")
+				var res <-chan shutdownResult
+				if how == "shutdown" {
+					res = shutdownAsync(s)
+				} else {
+					closeWrite(t, nc)
+				}
+				got, err := readToEOF(nc)
+				want := append(bytes.Repeat([]byte("A001"), 64<<10), bytes.Repeat([]byte("A002"), 64<<10)...)
+				if !hold {
+					if bytes.Equal(got, want) {
+						t.Fatalf("without Hold the replies arrived whole: the test cannot tell Hold's effect")
+					}
+					return
+				}
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("client read %d of %d bytes (%v): %s", len(got), len(want), err, firstDiff(got, want))
+				}
+				if res != nil {
+					if r := wait(t, res, "Shutdown"); r.drained != 1 || r.forced != 0 || r.err != nil {
+						t.Errorf("Shutdown returned (%d drained, %d forced, %v), want (1, 0, nil)", r.drained, r.forced, r.err)
+					}
+				}
+			})
+		}
+	}
 }

@@ -454,9 +454,10 @@ func (s *Server) resume(c *Conn, drained bool) {
 		s.decrypt(c, int(c.waiter.Load())) // what the tls.Conn holds yet
 	}
 	c.mu.Lock()
-	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing {
-		// Not held back by the queue, so what is left is an
-		// incomplete request, which no more input will complete.
+	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing && c.holds == 0 {
+		// Not held back by the queue or by work elsewhere (Hold), so
+		// what is left is an incomplete request, which no more input
+		// will complete.
 		c.closeLocked()
 	}
 	c.mu.Unlock()
@@ -585,7 +586,7 @@ func (s *Server) peerClosed(c *Conn) {
 		return
 	case stOpen:
 		if hc == nil {
-			if c.flags.Load()&flagHigh != 0 && len(c.in) > 0 {
+			if c.flags.Load()&flagHigh != 0 && len(c.in) > 0 || c.holds > 0 {
 				c.finishLocked(ReasonPeerClosed)
 			} else {
 				c.setReasonLocked(ReasonPeerClosed, nil)
