@@ -1,0 +1,434 @@
+package httpd
+
+import (
+	"bytes"
+	"io"
+	"context"
+	"errors"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/internal/h1"
+)
+
+// inlineBody is the largest body a request may have and still run its
+// handler on the waiter: such a body is awaited in the connection's input
+// and read from there. A longer one, or one announced with
+// "Expect: 100-continue", streams to a handler on a goroutine.
+const inlineBody = 64 << 10
+
+// outFlush is how much inline output gathers before it is written: the
+// responses to one read of pipelined requests go out in one write.
+const outFlush = 64 << 10
+
+// handler is the conn.Handler of a Server: one per Server, stateless but
+// for its configuration; each connection's state is an hconn.
+type handler struct {
+	srv     *Server
+	handler http.Handler
+
+	headerTimeout, idleTimeout time.Duration
+	limits                     h1.Limits
+	streams                    chan struct{} // a token per request on a goroutine (MaxStreams)
+
+	ctx    context.Context // requests' base: cancelled by Close
+	cancel context.CancelFunc
+
+	date    dateClock
+	parsers sync.Pool // *parser
+	outBufs sync.Pool // *[]byte, inline output
+	preBufs sync.Pool // *[]byte, a body before its head is written
+}
+
+// The states of a connection, owned by its waiter.
+const (
+	csIdle     = iota // between requests, or reading a head
+	csStream          // a request is served on a goroutine (hconn.st)
+	csHijacked        // the handler took the connection (Hijack)
+	csClosing         // the last response is written; closing
+)
+
+// hconn is a connection's state, stored with conn.Conn.SetValue. Its
+// fields are the waiter's: the handler's methods are serialised. A
+// request served on a goroutine shares only its stream with the waiter.
+type hconn struct {
+	h     *handler
+	c     *conn.Conn
+	state uint8
+	// heading: a head is in progress (ReadHeaderTimeout is in force).
+	heading bool
+	// p parses the head in progress; nil between requests, so that an
+	// idle connection holds none.
+	p *parser
+	// out gathers the responses of inline requests until they are
+	// written; nil outside OnData.
+	out *[]byte
+	st  *stream
+	nc  *netConn // for ConnState and Hijack, made on first use
+	// pendingClose: close once out is written.
+	pendingClose bool
+}
+
+// parser is what parsing one request needs, pooled: a connection holds
+// one only while a head is incomplete.
+type parser struct {
+	req   h1.Request
+	chunk h1.ChunkedDecoder
+	body  []byte // a chunked body decoded whole, for an inline handler
+}
+
+func (h *handler) OnOpen(c *conn.Conn) {
+	hc := &hconn{h: h, c: c}
+	c.SetValue(hc)
+	h.connState(hc, http.StateNew)
+}
+
+func (h *handler) getParser() *parser {
+	if p, ok := h.parsers.Get().(*parser); ok {
+		return p
+	}
+	return new(parser)
+}
+
+func (h *handler) getOut() *[]byte {
+	if b, ok := h.outBufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 16<<10)
+	return &b
+}
+
+func (h *handler) getPre() []byte {
+	if b, ok := h.preBufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, bufferBeforeChunking)
+}
+
+func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
+	hc, ok := c.Value().(*hconn)
+	if !ok {
+		return // a TLS handshake that failed: OnOpen never ran
+	}
+	if hc.p != nil {
+		hc.h.parsers.Put(hc.p)
+		hc.p = nil
+	}
+	if hc.st != nil {
+		hc.st.end(errConnClosed)
+	}
+	if hc.state != csHijacked {
+		h.connState(hc, http.StateClosed)
+	}
+}
+
+// OnDrain wakes a request's goroutine waiting for the output queue.
+func (h *handler) OnDrain(c *conn.Conn) {
+	if hc, ok := c.Value().(*hconn); ok && hc.st != nil {
+		hc.st.drained()
+	}
+}
+
+// OnReadEOF: the client closed its side. What it sent before is answered
+// (OnData was offered all of it); a body still expected never comes.
+func (h *handler) OnReadEOF(c *conn.Conn) {
+	hc := c.Value().(*hconn)
+	if hc.st != nil {
+		hc.st.eof()
+		if hc.state == csStream || hc.state == csHijacked {
+			return // its goroutine closes the connection when done
+		}
+	}
+	hc.pendingClose = true
+	if hc.state == csIdle {
+		c.Close()
+	}
+}
+
+func (h *handler) OnData(c *conn.Conn) {
+	hc := c.Value().(*hconn)
+	if hc.st != nil && !hc.feed() {
+		return // the stream's request still runs, or its body is still arriving
+	}
+	if hc.state != csIdle {
+		return
+	}
+	for c.Writable() && !hc.pendingClose {
+		buf, _ := c.Peek(c.Buffered())
+		if len(buf) == 0 {
+			break
+		}
+		if hc.p == nil {
+			hc.p = h.getParser()
+		}
+		n, err := hc.p.req.Parse(buf, h.limits)
+		if err == h1.ErrIncomplete {
+			if !hc.heading {
+				hc.heading = true
+				c.SetIdleTimeout(h.headerTimeout)
+			}
+			break
+		}
+		if err != nil {
+			hc.refuse(err)
+			break
+		}
+		if !hc.serve(buf, n) {
+			break
+		}
+	}
+	hc.flushOut()
+	if hc.pendingClose && hc.state == csIdle {
+		hc.state = csClosing
+		c.Close()
+	}
+	if hc.state == csIdle && c.Buffered() == 0 && hc.p != nil {
+		hc.h.parsers.Put(hc.p)
+		hc.p = nil
+	}
+}
+
+// serve serves the request whose head is buf[:n], inline if its body has
+// arrived (or it has none), on a goroutine if the body is still to come.
+// It reports whether the next request may be read now.
+func (hc *hconn) serve(buf []byte, n int) bool {
+	h, p := hc.h, hc.p
+	req := &p.req
+	if hc.heading {
+		hc.heading = false
+		hc.c.SetIdleTimeout(h.idleTimeout)
+	}
+	if max := h.srv.MaxBodyBytes; max > 0 && req.ContentLength > max {
+		hc.refuse(h1.ErrBodyTooLarge)
+		return false
+	}
+	upgrade := isUpgrade(req)
+	var body []byte
+	switch {
+	case upgrade:
+		return hc.startStream(n)
+	case req.Chunked:
+		p.chunk.Reset()
+		p.chunk.MaxBodyBytes = h.srv.MaxBodyBytes
+		p.chunk.MaxTrailerBytes = h.limits.MaxHeadBytes
+		p.body = p.body[:0]
+		m, err := decodeAll(&p.chunk, buf[n:], &p.body)
+		switch {
+		case err == nil:
+			body = p.body
+			n += m
+		case err != h1.ErrIncomplete:
+			hc.refuse(err)
+			return false
+		case req.Continue || len(buf)-n >= inlineBody:
+			return hc.startStream(n)
+		default:
+			p.req.Reset()
+			return false // wait for the rest of the body
+		}
+	case req.ContentLength > 0:
+		cl := req.ContentLength
+		switch {
+		case int64(len(buf)-n) >= cl:
+			body = buf[n : n+int(cl)]
+			n += int(cl)
+		case req.Continue || cl > inlineBody:
+			return hc.startStream(n)
+		default:
+			p.req.Reset()
+			return false // wait for the rest of the body
+		}
+	}
+	r, err := hc.newRequest(req)
+	if err != nil {
+		hc.refuse(err)
+		return false
+	}
+	r.Body = &bufBody{b: body}
+	if body == nil {
+		r.Body = http.NoBody
+	}
+	if hc.out == nil {
+		hc.out = h.getOut()
+	}
+	w := newResponse(hc, r, req)
+	w.out = hc.out
+	h.connState(hc, http.StateActive)
+	hc.run(w, r)
+	hc.c.Discard(n)
+	if w.closeAfter {
+		hc.pendingClose = true
+	}
+	if b, ok := r.Body.(*bufBody); ok {
+		b.close()
+	}
+	h.connState(hc, http.StateIdle)
+	if len(*hc.out) >= outFlush {
+		hc.flushOut()
+	}
+	return !hc.pendingClose
+}
+
+// decodeAll decodes a whole chunked body from src into dst, and returns
+// how many bytes of src it took: nil at its end, h1.ErrIncomplete before.
+func decodeAll(d *h1.ChunkedDecoder, src []byte, dst *[]byte) (int, error) {
+	n := 0
+	for {
+		data, m, err := d.Decode(src[n:])
+		n += m
+		switch {
+		case err == nil:
+			*dst = append(*dst, data...)
+		case err == io.EOF:
+			return n, nil
+		default:
+			return n, err
+		}
+	}
+}
+
+// isUpgrade reports a request that asks to switch protocols (other than
+// to h2c, which is not served: RFC 9110 section 7.8 lets a server ignore
+// Upgrade) or is a CONNECT: its handler may Hijack the connection.
+func isUpgrade(req *h1.Request) bool {
+	if string(req.Method) == "CONNECT" {
+		return true
+	}
+	for _, f := range req.Fields {
+		if len(f.Name) == 7 && asciiEqualFold(f.Name, "upgrade") && !asciiEqualFold(f.Value, "h2c") {
+			return true
+		}
+	}
+	return false
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// run runs the handler for w's request, recovering a panic as net/http
+// does: 500 if nothing was written, the connection closed either way.
+func (hc *hconn) run(w *response, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				hc.h.srv.logf("httpd: panic serving %v: %v\n%s", hc.c.RemoteAddr(), v, debug.Stack())
+			}
+			w.panicked()
+		}
+		w.cancel()
+	}()
+	hc.h.handler.ServeHTTP(w, r)
+	w.finish()
+}
+
+// refuse answers a request that cannot be served (a malformed head, a
+// limit) with err's status and closes the connection.
+func (hc *hconn) refuse(err error) {
+	status := h1.Status(err)
+	var b []byte
+	if hc.out != nil {
+		b = *hc.out
+	}
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(status)...)
+	msg := err.Error()
+	var he *h1.Error
+	if errors.As(err, &he) {
+		msg = he.Error()
+	}
+	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(msg)+1), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, msg...)
+	b = append(b, '\n')
+	if hc.out != nil {
+		*hc.out = b
+	} else {
+		hc.c.Write(b)
+	}
+	hc.pendingClose = true
+	if hc.p != nil {
+		hc.p.req.Reset()
+	}
+}
+
+// flushOut writes the gathered inline responses.
+func (hc *hconn) flushOut() {
+	if hc.out == nil {
+		return
+	}
+	if len(*hc.out) > 0 {
+		hc.c.Write(*hc.out)
+	}
+	*hc.out = (*hc.out)[:0]
+	if cap(*hc.out) <= 1<<20 {
+		hc.h.outBufs.Put(hc.out)
+	}
+	hc.out = nil
+}
+
+// wait waits, on the waiter, until the queue is below HighWater again: the
+// connection's events wait for the running handler, so the handler's
+// goroutine writes the queue out itself (conn.Conn.Flush).
+func (hc *hconn) wait(ctx context.Context) error {
+	if hc.c.Writable() {
+		return nil
+	}
+	return hc.c.Flush(ctx)
+}
+
+func (h *handler) connState(hc *hconn, s http.ConnState) {
+	if h.srv.ConnState != nil {
+		h.srv.ConnState(hc.netConn(), s)
+	}
+}
+
+var errConnClosed = errors.New("httpd: connection closed")
+
+// appendStatusLine appends "HTTP/1.1 code text\r\n".
+func appendStatusLine(b []byte, code int) []byte {
+	if code == 200 {
+		return append(b, "HTTP/1.1 200 OK\r\n"...)
+	}
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	text := http.StatusText(code)
+	if text == "" {
+		text = "status code " + strconv.Itoa(code)
+	}
+	b = append(b, text...)
+	return append(b, "\r\n"...)
+}
+
+var crlf = []byte("\r\n")
+
+// hasToken reports whether a comma-separated list holds token, in any
+// case.
+func hasToken(list, token string) bool {
+	for _, t := range bytes.Split([]byte(list), []byte(",")) {
+		if asciiEqualFold(bytes.TrimSpace(t), token) {
+			return true
+		}
+	}
+	return false
+}

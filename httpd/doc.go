@@ -1,0 +1,94 @@
+// Package httpd serves HTTP/1.1 with any net/http Handler on gracepoll's
+// connections (package conn), without a goroutine per connection.
+//
+// Switching from net/http is a line of the program's main:
+//
+//	srv := &httpd.Server{Addr: ":8080", Handler: mux} // was &http.Server{...}
+//	log.Fatal(srv.ListenAndServe())
+//
+// Handlers get the *http.Request and http.ResponseWriter they get from
+// net/http: http.Flusher, http.Hijacker (see Hijack), and
+// http.ResponseController's Flush, SetReadDeadline, SetWriteDeadline and
+// EnableFullDuplex work; Expect: 100-continue, HEAD, trailers, the Date
+// field, Content-Type sniffing, a Content-Length for a response of up to
+// 2 KiB written before its handler returns, and chunked (or, to an
+// HTTP/1.0 client, close-delimited) bodies beyond are as in net/http.
+//
+// # Where a handler runs
+//
+// A connection holds no goroutine between requests: its state is a few
+// hundred bytes, and its input is read into its waiter's buffer. When a
+// request's head and whole body (up to 64 KiB) have arrived, the handler
+// runs on the waiter that read them, inline: no goroutine is started or
+// woken for it, and the responses to the requests of one read (pipelined)
+// go out in one write. Its body is read from the connection's input
+// without waiting. A response larger than the output bound (conn's
+// HighWater) is written out by the handler's own goroutine as the client
+// takes it (conn.Conn.Flush), so io.Copy of a large file streams in
+// bounded memory.
+//
+// The server's poller uses one shared epoll set by default (poller.Shared):
+// a handler that blocks (a database call, a lock, a sleep) delays its own
+// connection only. The others' events go to the other waiters, and when
+// all are blocked for poller.Options.Overrun another waiter starts, up to
+// poller.Options.MaxWaiters (16 per CPU by default). With that many
+// handlers blocked at once, further requests wait until one returns: that
+// is the bound on the goroutines (waiters) handlers may hold; raise
+// Options.Poller.MaxWaiters for handlers that block long and often.
+//
+// A request whose body has not all arrived when its head has (an upload
+// larger than 64 KiB, a chunked body still coming, Expect: 100-continue),
+// and one that asks to upgrade or is a CONNECT, runs on a goroutine of
+// its own instead, at most Server.MaxStreams at once (beyond that, 503
+// and the connection closed). The waiter feeds its body to it through a
+// 64 KiB pipe; when the pipe is full the connection stops reading and TCP
+// pushes back on the client, so an upload of any size costs at most the
+// pipe and one read buffer. The connection reads no further request until
+// that response is complete, and r.Context() is cancelled when the client
+// goes away meanwhile.
+//
+// # Guarantees
+//
+//   - Requests are parsed strictly (RFC 9112): a head that a front proxy
+//     could frame differently (Content-Length with Transfer-Encoding,
+//     differing Content-Lengths, a Transfer-Encoding other than a final
+//     chunked, obs-fold, whitespace before a colon, a bare CR or LF, NUL in
+//     a field, a malformed request line or chunk) is refused with 400 and
+//     the connection closed. Bare LF is refused, though RFC 9112 lets a
+//     server accept it. Limits: Server.MaxHeaderBytes (431), 8 KiB of
+//     request-target (414), 100 header fields (431), Server.MaxBodyBytes
+//     (413).
+//   - Responses go out in request order, under conn's flow control: a
+//     client that pipelines thousands of requests and reads nothing costs
+//     the output bound (HighWater) plus one response, and is read again
+//     once it reads.
+//   - Time is bounded: ReadHeaderTimeout from a head's first byte,
+//     IdleTimeout between requests and for a request that makes no
+//     progress (a body or a response that stalls), ReadTimeout and
+//     WriteTimeout as in net/http.
+//   - A handler that panics gets a 500 if it wrote nothing; the
+//     connection closes either way, and the server goes on.
+//   - Shutdown stops accepting, closes idle connections, lets the requests
+//     in progress (and those already read) finish and flush, then closes;
+//     its context bounds it.
+//
+// # Limits
+//
+// A handler running inline sees its client leave only when it returns:
+// the connection's events wait for it. Its r.Context() is cancelled by
+// Close, by Shutdown's end, and when it returns. HTTP/2 is not served:
+// TLS offers only "http/1.1" in ALPN, the HTTP/2 preface gets 505, and an
+// "Upgrade: h2c" is ignored (RFC 9110 section 7.8).
+//
+// # Hijack
+//
+// Hijack works on a request that asks to upgrade (an Upgrade field other
+// than h2c) or is a CONNECT, which runs on a goroutine of its own; on
+// others it returns ErrNotUpgrade, as a blocking read of the connection
+// from a handler running inline would wait for itself. The net.Conn it
+// returns reads what the client sends after the request (the waiter
+// feeds it, under the same 64 KiB pipe), writes through the connection's
+// queue (waiting while it is above HighWater) and closes gracefully; the
+// bufio.ReadWriter wraps it. The connection stays open until it is
+// closed: Shutdown waits for it until its context ends.
+package httpd

@@ -1,0 +1,186 @@
+package httpd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gracepoll/gracepoll/internal/h1"
+)
+
+// newRequest builds the *http.Request a handler gets for a parsed head,
+// as net/http's server builds it. Its context (reqCtx) is the server's,
+// cancelled when the handler returns.
+func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
+	u, err := req.URL()
+	if err != nil {
+		return nil, h1.ErrBadTarget
+	}
+	ctx := &reqCtx{parent: hc.h.ctx}
+	r0 := http.Request{
+		Method:        method(req.Method),
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    req.Minor,
+		Header:        req.Header(),
+		Host:          string(req.Authority),
+		RequestURI:    string(req.Target),
+		RemoteAddr:    hc.remoteAddr(),
+		ContentLength: max(req.ContentLength, 0),
+		Close:         req.Close,
+	}
+	switch req.Minor {
+	case 0:
+		r0.Proto = "HTTP/1.0"
+	case 1:
+	default:
+		r0.Proto = "HTTP/1." + string(rune('0'+req.Minor))
+	}
+	if req.Chunked {
+		r0.ContentLength = -1
+		r0.TransferEncoding = []string{"chunked"}
+	}
+	if cs, ok := hc.c.ConnectionState(); ok {
+		r0.TLS = &cs
+	}
+	r := r0.WithContext(ctx)
+	ctx.req = r
+	return r, nil
+}
+
+// method returns m as a string, without allocating for the common ones.
+func method(m []byte) string {
+	switch string(m) {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "HEAD":
+		return "HEAD"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "OPTIONS":
+		return "OPTIONS"
+	case "PATCH":
+		return "PATCH"
+	}
+	return string(m)
+}
+
+// remoteAddr is the client's address as a string.
+func (hc *hconn) remoteAddr() string {
+	if a := hc.c.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// reqCtx is a request's context: the server's (the BaseContext,
+// cancelled by Close), cancelled itself when its handler returns, when
+// its connection ends before that, and when Shutdown gives up. Its
+// channel and its link to the server's context are made only if a
+// handler asks for Done: a request whose handler never waits on its
+// context costs one small allocation for it.
+type reqCtx struct {
+	parent context.Context
+	req    *http.Request
+
+	mu   sync.Mutex
+	done chan struct{}
+	stop func() bool // unlinks it from parent
+	err  error
+	set  atomic.Bool // err is set
+}
+
+func (c *reqCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+func (c *reqCtx) Value(key any) any { return c.parent.Value(key) }
+
+func (c *reqCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		} else {
+			c.stop = context.AfterFunc(c.parent, func() { c.cancel(context.Cause(c.parent)) })
+		}
+	}
+	return c.done
+}
+
+func (c *reqCtx) Err() error {
+	if c.set.Load() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.err
+	}
+	return c.parent.Err()
+}
+
+// cancel cancels the context with err (context.Canceled if nil), once.
+func (c *reqCtx) cancel(err error) {
+	if err == nil {
+		err = context.Canceled
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		err = context.Canceled
+	}
+	c.err = err
+	c.set.Store(true)
+	if c.done != nil {
+		close(c.done)
+	}
+	if c.stop != nil {
+		c.stop()
+	}
+}
+
+func (c *reqCtx) String() string { return "httpd.requestContext" }
+
+// bufBody is the body of a request that arrived whole before its handler
+// ran (the connection's input, or a decoded chunked body): reads never
+// wait. It is valid until the handler returns.
+type bufBody struct {
+	b      []byte
+	closed atomic.Bool
+}
+
+func (b *bufBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if len(b.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b)
+	b.b = b.b[n:]
+	return n, nil
+}
+
+func (b *bufBody) Close() error { b.close(); return nil }
+
+func (b *bufBody) close() { b.closed.Store(true) }
+
+// WriteTo lets io.Copy skip its buffer.
+func (b *bufBody) WriteTo(w io.Writer) (int64, error) {
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	n, err := w.Write(b.b)
+	b.b = b.b[n:]
+	return int64(n), err
+}

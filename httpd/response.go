@@ -1,0 +1,533 @@
+package httpd
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gracepoll/gracepoll/internal/h1"
+)
+
+// bufferBeforeChunking is how much body a response holds before its head
+// is written: a handler that writes less and returns gets a
+// Content-Length; one that writes more, or flushes, gets chunked
+// (HTTP/1.1) or a body ended by closing the connection (HTTP/1.0). It is
+// net/http's figure.
+const bufferBeforeChunking = 2048
+
+// bigWrite is the size from which a body write goes to the connection as
+// it is, after the output gathered so far, instead of being copied.
+const bigWrite = 16 << 10
+
+// response is a request's http.ResponseWriter. Its output goes to out:
+// on the waiter, the connection's gathered output (hconn.out), written
+// when OnData returns; on a request's goroutine, its own buffer, written
+// as it fills. Framing is decided when the head is written (commit): the
+// handler's Content-Length, chunked, or a body that ends with the
+// connection.
+type response struct {
+	hc  *hconn
+	req *http.Request
+	ctx *reqCtx
+	st  *stream // the request's goroutine, nil inline
+
+	head, close10, keepAlive10 bool // HEAD; HTTP/1.0 asking close or keep-alive
+	minor                      int
+
+	header      http.Header
+	status      int
+	wroteHeader bool // the status is decided
+	committed   bool // the head is in out
+	pre         []byte
+
+	out   *[]byte
+	start int // where this response's head begins in out
+
+	chunked    bool
+	declared   int64 // the handler's Content-Length, or -1
+	written    int64 // body bytes written
+	closeAfter bool  // the connection closes after this response
+	trailers   []string
+	hijacked   bool
+	err        error // the first write error: the connection is gone
+}
+
+func newResponse(hc *hconn, r *http.Request, req *h1.Request) *response {
+	w := &response{
+		hc: hc, req: r, ctx: r.Context().(*reqCtx),
+		head:     r.Method == "HEAD",
+		minor:    req.Minor,
+		header:   make(http.Header),
+		declared: -1,
+	}
+	if req.Minor == 0 {
+		w.close10 = req.Close
+		w.keepAlive10 = !req.Close
+	}
+	w.closeAfter = req.Close || hc.c.Draining()
+	return w
+}
+
+// Header returns the header map that WriteHeader sends.
+func (w *response) Header() http.Header { return w.header }
+
+// WriteHeader sends the status code; an informational one (1xx other than
+// 101) is sent at once, with the header as it is, and WriteHeader may be
+// called again.
+func (w *response) WriteHeader(code int) {
+	if w.hijacked {
+		w.hc.h.srv.logf("httpd: response.WriteHeader on hijacked connection")
+		return
+	}
+	if w.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("httpd: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		if code == http.StatusContinue && w.st != nil {
+			w.st.sentContinue()
+		}
+		b := appendStatusLine(*w.out, code)
+		b = appendHeader(b, w.header, nil)
+		*w.out = append(b, crlf...)
+		w.sendIfStream()
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	if cl := w.header.Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.declared = v
+		} else {
+			w.hc.h.srv.logf("httpd: invalid Content-Length %q", cl)
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+// Write writes body bytes, writing the head first if it is not yet.
+func (w *response) Write(p []byte) (int, error) {
+	switch {
+	case w.hijacked:
+		return 0, http.ErrHijacked
+	case w.err != nil:
+		return 0, w.err
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if w.head {
+		return len(p), nil
+	}
+	if !w.committed {
+		if len(w.pre)+len(p) <= bufferBeforeChunking {
+			if w.pre == nil {
+				w.pre = w.hc.h.getPre()
+			}
+			w.pre = append(w.pre, p...)
+			return len(p), nil
+		}
+		w.commit(false, p)
+	}
+	if err := w.body(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteString is Write of a string.
+func (w *response) WriteString(s string) (int, error) {
+	if !w.wroteHeader && !w.hijacked {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed && len(w.pre)+len(s) <= bufferBeforeChunking && w.err == nil && !w.hijacked && w.wroteHeader && !w.head && bodyAllowed(w.status) && w.declared < 0 {
+		if w.pre == nil {
+			w.pre = w.hc.h.getPre()
+		}
+		w.pre = append(w.pre, s...)
+		w.written += int64(len(s))
+		return len(s), nil
+	}
+	return w.Write([]byte(s))
+}
+
+// body writes p in the framing chosen.
+func (w *response) body(p []byte) error {
+	b := *w.out
+	if w.chunked {
+		b = strconv.AppendInt(b, int64(len(p)), 16)
+		b = append(b, crlf...)
+	}
+	if len(p) >= bigWrite {
+		*w.out = b
+		return w.sendWith(p, w.chunked)
+	}
+	b = append(b, p...)
+	if w.chunked {
+		b = append(b, crlf...)
+	}
+	*w.out = b
+	if len(b) >= outFlush {
+		return w.send()
+	}
+	return nil
+}
+
+// commit writes the head into out; final says the handler has returned,
+// so that a body held in pre gets a Content-Length.
+func (w *response) commit(final bool, first []byte) {
+	w.committed = true
+	h := w.header
+	st := w.status
+	hasBody := bodyAllowed(st)
+	if tl, ok := h["Trailer"]; ok && hasBody {
+		for _, v := range tl {
+			for _, k := range strings.Split(v, ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					w.trailers = append(w.trailers, http.CanonicalHeaderKey(k))
+				}
+			}
+		}
+	}
+	hasTrailers := len(w.trailers) > 0 || hasPrefixedTrailer(h)
+	if hasToken(h.Get("Connection"), "close") {
+		w.closeAfter = true
+	}
+	var extra [4]string // extra header lines, "Name: value"
+	ex := extra[:0]
+	switch {
+	case !hasBody || st == http.StatusSwitchingProtocols:
+		h.Del("Content-Length")
+		h.Del("Transfer-Encoding")
+	case w.declared >= 0:
+		h.Del("Transfer-Encoding")
+	case final && !hasTrailers && (!w.head || w.written > 0):
+		ex = append(ex, "Content-Length: "+strconv.FormatInt(w.written, 10))
+	case w.head:
+	case w.minor >= 1:
+		w.chunked = true
+		h.Del("Transfer-Encoding")
+		ex = append(ex, "Transfer-Encoding: chunked")
+	default:
+		w.closeAfter = true // HTTP/1.0: the body ends with the connection
+	}
+	if len(w.pre) > 0 {
+		first = w.pre
+	}
+	if _, ok := h["Content-Type"]; !ok && hasBody && len(first) > 0 && h.Get("Content-Encoding") == "" {
+		ex = append(ex, "Content-Type: "+http.DetectContentType(first))
+	}
+	if w.closeAfter {
+		if !hasToken(h.Get("Connection"), "close") {
+			ex = append(ex, "Connection: close")
+		}
+	} else if w.keepAlive10 {
+		ex = append(ex, "Connection: keep-alive")
+	}
+	b := *w.out
+	w.start = len(b)
+	b = appendStatusLine(b, st)
+	if _, ok := h["Date"]; !ok {
+		b = append(b, "Date: "...)
+		b = w.hc.h.date.appendDate(b)
+		b = append(b, crlf...)
+	}
+	b = appendHeader(b, h, w.trailers)
+	for _, x := range ex {
+		b = append(b, x...)
+		b = append(b, crlf...)
+	}
+	b = append(b, crlf...)
+	*w.out = b
+	if len(w.pre) > 0 {
+		p := w.pre
+		w.pre = nil
+		if !w.head {
+			if w.chunked {
+				b = strconv.AppendInt(*w.out, int64(len(p)), 16)
+				b = append(b, crlf...)
+				b = append(b, p...)
+				*w.out = append(b, crlf...)
+			} else {
+				*w.out = append(*w.out, p...)
+			}
+		}
+		p = p[:0]
+		w.hc.h.preBufs.Put(&p)
+	}
+}
+
+// finish ends the response once the handler has returned.
+func (w *response) finish() {
+	if w.hijacked || w.err != nil {
+		return
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(true, nil)
+	} else if w.chunked {
+		b := append(*w.out, "0\r\n"...)
+		b = appendTrailers(b, w.header, w.trailers)
+		*w.out = append(b, crlf...)
+	}
+	if w.declared >= 0 && w.written < w.declared && !w.head && bodyAllowed(w.status) {
+		w.closeAfter = true // the client waits for bytes that never come
+	}
+	w.sendIfStream()
+}
+
+// panicked ends the response of a handler that panicked: a 500 if none
+// of it was written yet; the connection closes either way.
+func (w *response) panicked() {
+	w.closeAfter = true
+	if w.hijacked || w.err != nil {
+		return
+	}
+	if !w.committed {
+		w.pre = nil
+		w.header = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+		w.status, w.wroteHeader, w.declared, w.written = http.StatusInternalServerError, true, -1, 0
+		w.pre = append(w.pre, "Internal Server Error\n"...)
+		w.written = int64(len(w.pre))
+		w.commit(true, nil)
+	}
+	// Committed: the client sees a body cut short (no last chunk, or
+	// fewer bytes than the Content-Length) when the connection closes.
+	w.chunked = false
+	w.sendIfStream()
+}
+
+// cancel ends the request's context once its handler has returned.
+func (w *response) cancel() { w.ctx.cancel(nil) }
+
+// Flush writes what the response holds to the connection, the head
+// first (http.Flusher).
+func (w *response) Flush() { w.FlushError() }
+
+// FlushError is Flush reporting an error: the connection is gone, or the
+// response was hijacked (http.ResponseController.Flush).
+func (w *response) FlushError() error {
+	if w.hijacked {
+		return http.ErrHijacked
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(false, nil)
+	}
+	return w.send()
+}
+
+// SetReadDeadline bounds reading the request body
+// (http.ResponseController): a read after t fails with
+// os.ErrDeadlineExceeded. A body that arrived before the handler ran is
+// read without waiting, and the deadline does not apply to it.
+func (w *response) SetReadDeadline(t time.Time) error {
+	if w.st != nil {
+		w.st.setDeadline(t)
+	}
+	return nil
+}
+
+// SetWriteDeadline closes the connection if its output is still queued
+// at t (http.ResponseController).
+func (w *response) SetWriteDeadline(t time.Time) error {
+	return w.hc.c.SetWriteDeadline(t)
+}
+
+// EnableFullDuplex allows reading the body while writing the response
+// (http.ResponseController). It is always so here: writing never ends
+// the body.
+func (w *response) EnableFullDuplex() error { return nil }
+
+// Hijack hands the connection to the handler (http.Hijacker): on a
+// request that asks to upgrade, or a CONNECT; others get ErrNotUpgrade.
+// See Hijack in the package doc for what the handler receives.
+func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.st == nil || !w.st.upgrade {
+		return nil, nil, ErrNotUpgrade
+	}
+	if w.hijacked {
+		return nil, nil, http.ErrHijacked
+	}
+	if w.committed && len(*w.out) > 0 || w.err != nil {
+		if err := w.send(); err != nil {
+			return nil, nil, err
+		}
+	}
+	w.hijacked = true
+	nc := w.st.hijack()
+	rw := bufio.NewReadWriter(bufio.NewReader(nc), bufio.NewWriter(nc))
+	return nc, rw, nil
+}
+
+// send writes out to the connection, then waits while the queue is above
+// HighWater.
+func (w *response) send() error { return w.sendWith(nil, false) }
+
+// sendWith writes out followed by p (and a CRLF after p if crlfAfter).
+func (w *response) sendWith(p []byte, crlfAfter bool) error {
+	if w.err != nil {
+		return w.err
+	}
+	c := w.hc.c
+	var err error
+	switch {
+	case p == nil && len(*w.out) > 0:
+		_, err = c.Write(*w.out)
+	case p != nil:
+		bufs := [][]byte{*w.out, p}
+		if crlfAfter {
+			bufs = append(bufs, crlf)
+		}
+		_, err = c.Writev(bufs)
+	}
+	*w.out = (*w.out)[:0]
+	if err == nil {
+		if w.st != nil {
+			err = w.st.waitDrain(w.ctx)
+		} else {
+			err = w.hc.wait(w.ctx)
+		}
+	}
+	if err != nil {
+		w.err = err
+		w.closeAfter = true
+	}
+	return err
+}
+
+// sendIfStream writes out now on a request's goroutine; inline output
+// goes out when OnData returns.
+func (w *response) sendIfStream() {
+	if w.st != nil {
+		w.send()
+	}
+}
+
+func bodyAllowed(status int) bool {
+	return !(status >= 100 && status <= 199 || status == 204 || status == 304)
+}
+
+func hasPrefixedTrailer(h http.Header) bool {
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendHeader appends h's fields in key order, leaving out the trailers
+// and the keys with http.TrailerPrefix. A field whose name is not a token
+// is left out; CR and LF in a value become spaces, so that a value cannot
+// start another field (response splitting).
+func appendHeader(b []byte, h http.Header, trailers []string) []byte {
+	var small [16]string
+	keys := small[:0]
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) || slices.Contains(trailers, k) || !validFieldName(k) {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range h[k] {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = appendValue(b, v)
+			b = append(b, crlf...)
+		}
+	}
+	return b
+}
+
+// appendTrailers appends the trailer fields: the declared ones and those
+// with http.TrailerPrefix.
+func appendTrailers(b []byte, h http.Header, declared []string) []byte {
+	for _, k := range declared {
+		for _, v := range h[k] {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = appendValue(b, v)
+			b = append(b, crlf...)
+		}
+	}
+	for k, vs := range h {
+		name, ok := strings.CutPrefix(k, http.TrailerPrefix)
+		if !ok || !validFieldName(name) {
+			continue
+		}
+		for _, v := range vs {
+			b = append(b, name...)
+			b = append(b, ": "...)
+			b = appendValue(b, v)
+			b = append(b, crlf...)
+		}
+	}
+	return b
+}
+
+func appendValue(b []byte, v string) []byte {
+	v = strings.TrimSpace(v)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '\r' || c == '\n' || c == 0 {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !isTokenChar(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+var _ interface {
+	http.ResponseWriter
+	http.Flusher
+	http.Hijacker
+} = (*response)(nil)
+
+var _ context.Context = (*reqCtx)(nil)

@@ -1,0 +1,429 @@
+package httpd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gracepoll/gracepoll/internal/h1"
+)
+
+// pipeBytes bounds the body bytes held for a handler on a goroutine: above
+// it the connection stops reading until the handler has read half, and TCP
+// pushes back on the client. A slow upload costs this plus one read.
+const pipeBytes = 64 << 10
+
+// maxDiscard is how much of a body its handler left unread the server
+// still reads and drops to keep the connection; beyond it, the connection
+// closes after the response (net/http's figure).
+const maxDiscard = 256 << 10
+
+// errOverloaded refuses a request beyond Server.MaxStreams.
+var errOverloaded = &statusError{503, "too many requests in progress"}
+
+// errBodyStalled fails a body read that waited IdleTimeout for a byte.
+var errBodyStalled = errors.New("httpd: request body stalled")
+
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+func (e *statusError) Status() int   { return e.status }
+
+// stream is a request served on a goroutine of its own: its body had not
+// all arrived when its head was read, or it asks to upgrade. The waiter
+// feeds the body into the stream (feed) and the handler's goroutine reads
+// it (Read); what they share is under mu. The connection reads no further
+// request meanwhile, and is held open (conn.Conn.Hold) until the
+// response is written.
+type stream struct {
+	hc      *hconn
+	upgrade bool
+	ctx     *reqCtx
+	token   sync.Once // returns the MaxStreams token
+	unhold  func()    // conn.Conn.Hold's
+
+	// Owned by the waiter.
+	chunk     *h1.ChunkedDecoder // a chunked body's decoder, or nil
+	remaining int64              // a Content-Length body's bytes to come
+	discarded int64              // body bytes dropped after the handler returned
+
+	ready chan struct{} // a byte or the body's end for the reader
+	drain chan struct{} // the output queue drained to LowWater
+	gone  chan struct{} // closed when the connection ends
+
+	mu       sync.Mutex
+	pipe     []byte // body bytes not yet read are pipe[r:]
+	r        int
+	bodyErr  error // io.EOF once the body has all arrived; another error ends it
+	paused   bool  // the connection stopped reading for the reader
+	cont     bool  // "100 Continue" is due before the first body read
+	deadline time.Time
+	finished bool // the handler returned (or the hijacker closed)
+	hijacked bool
+	closing  bool // the connection closes once the response is out
+	ended    bool // gone is closed
+}
+
+// startStream serves the request whose head is the first n bytes of the
+// input on a goroutine. It reports false: no further request is read now.
+func (hc *hconn) startStream(n int) bool {
+	h, req := hc.h, &hc.p.req
+	select {
+	case h.streams <- struct{}{}:
+	default:
+		hc.refuse(errOverloaded)
+		return false
+	}
+	r, err := hc.newRequest(req)
+	if err != nil {
+		<-h.streams
+		hc.refuse(err)
+		return false
+	}
+	upgrade := isUpgrade(req)
+	st := &stream{
+		hc: hc, upgrade: upgrade, ctx: r.Context().(*reqCtx),
+		ready: make(chan struct{}, 1), drain: make(chan struct{}, 1), gone: make(chan struct{}),
+		remaining: max(req.ContentLength, 0),
+		cont:      req.Continue,
+	}
+	if req.Chunked {
+		st.chunk = &h1.ChunkedDecoder{MaxBodyBytes: h.srv.MaxBodyBytes, MaxTrailerBytes: h.limits.MaxHeadBytes}
+	} else if st.remaining == 0 {
+		st.bodyErr = io.EOF
+	}
+	if t := h.srv.ReadTimeout; t > 0 {
+		st.deadline = time.Now().Add(t)
+	}
+	r.Body = st
+	if st.bodyErr == io.EOF && !upgrade {
+		r.Body = http.NoBody
+	}
+	w := newResponse(hc, r, req)
+	w.st = st
+	out := make([]byte, 0, 4096)
+	w.out = &out
+	if upgrade {
+		hc.netConn()
+	}
+	hc.flushOut() // the responses before it go first
+	hc.c.Discard(n)
+	req.Reset()
+	hc.st, hc.state = st, csStream
+	hc.c.SetIdleTimeout(0) // a handler may take its time; stalls are bounded below
+	st.unhold = hc.c.Hold()
+	hc.feed()
+	h.connState(hc, http.StateActive)
+	go func() {
+		hc.run(w, r)
+		st.mu.Lock()
+		st.finished = true
+		hijacked := st.hijacked
+		st.closing = st.closing || w.closeAfter
+		closing := st.closing
+		st.mu.Unlock()
+		if hijacked {
+			return // the hijacker's netConn.Close ends it
+		}
+		if closing {
+			hc.c.Close()
+		}
+		hc.c.SetIdleTimeout(h.idleTimeout)
+		st.release()
+		st.resume()
+		st.unhold()
+	}()
+	return false
+}
+
+// release returns the stream's MaxStreams token, once.
+func (st *stream) release() { st.token.Do(func() { <-st.hc.h.streams }) }
+
+// feed runs on the waiter while a stream exists: it moves body bytes
+// from the connection's input into the pipe, and, once the handler has
+// returned and the body is over, makes the connection idle again. It
+// reports whether requests may be read again.
+func (hc *hconn) feed() bool {
+	st, c := hc.st, hc.c
+	st.mu.Lock()
+	if st.hijacked {
+		for c.Buffered() > 0 && len(st.pipe)-st.r < pipeBytes {
+			b, _ := c.Peek(c.Buffered())
+			st.push(b)
+			c.Discard(len(b))
+		}
+		st.pauseIfFull(c)
+		st.mu.Unlock()
+		return false
+	}
+	for st.bodyErr == nil && c.Buffered() > 0 && (st.finished || len(st.pipe)-st.r < pipeBytes) {
+		b, _ := c.Peek(c.Buffered())
+		var data []byte
+		var n int
+		var err error
+		if st.chunk != nil {
+			data, n, err = st.chunk.Decode(b)
+			if err == h1.ErrIncomplete {
+				c.Discard(n)
+				break
+			}
+		} else {
+			n = int(min(int64(len(b)), st.remaining))
+			data = b[:n]
+			if st.remaining -= int64(n); st.remaining == 0 {
+				err = io.EOF
+			}
+		}
+		if st.finished {
+			st.discarded += int64(len(data))
+		} else {
+			st.push(data)
+		}
+		c.Discard(n)
+		if err != nil {
+			st.bodyErr = err
+			if err != io.EOF {
+				st.closing = true // a malformed or too large body: the framing is lost
+			}
+		}
+	}
+	if st.bodyErr != nil || len(st.pipe) > st.r {
+		signal(st.ready)
+	}
+	if st.finished && st.bodyErr == nil && (st.discarded > maxDiscard || st.cont) {
+		st.closing = true // not worth reading; with a 100-continue not sent, never coming
+	}
+	if !st.finished || st.bodyErr == nil && !st.closing {
+		st.pauseIfFull(c)
+		st.mu.Unlock()
+		return false
+	}
+	closing := st.closing
+	st.mu.Unlock()
+	hc.st = nil
+	if closing {
+		hc.state = csClosing
+		c.Close()
+		return false
+	}
+	hc.state = csIdle
+	hc.h.connState(hc, http.StateIdle)
+	return true
+}
+
+// push appends b to the pipe. The caller holds mu.
+func (st *stream) push(b []byte) {
+	if st.r == len(st.pipe) {
+		st.pipe, st.r = st.pipe[:0], 0
+	} else if st.r > 0 && cap(st.pipe)-len(st.pipe) < len(b) {
+		st.pipe = st.pipe[:copy(st.pipe, st.pipe[st.r:])]
+		st.r = 0
+	}
+	st.pipe = append(st.pipe, b...)
+}
+
+// pauseIfFull stops reading the connection while the pipe is full, or
+// while the body is over and the handler still runs (the next request
+// waits in the kernel, not in memory). The caller holds mu.
+func (st *stream) pauseIfFull(c interface{ PauseRead() error }) {
+	full := len(st.pipe)-st.r >= pipeBytes || st.bodyErr != nil && !st.finished && !st.hijacked
+	if full && !st.paused {
+		st.paused = true
+		c.PauseRead()
+	}
+}
+
+// resume undoes pauseIfFull and offers the waiter what the connection
+// holds. Any goroutine.
+func (st *stream) resume() {
+	st.mu.Lock()
+	was := st.paused
+	st.paused = false
+	st.mu.Unlock()
+	if was {
+		st.hc.c.ResumeRead()
+	}
+	st.hc.c.Wake()
+}
+
+// Read reads the request body (the handler's r.Body) as the waiter feeds
+// it, waiting for it; a body that stalls for IdleTimeout, or passes the
+// read deadline, fails with os.ErrDeadlineExceeded.
+func (st *stream) Read(p []byte) (int, error) {
+	st.mu.Lock()
+	for len(st.pipe) == st.r {
+		switch {
+		case st.finished && !st.hijacked:
+			st.mu.Unlock()
+			return 0, http.ErrBodyReadAfterClose
+		case st.bodyErr != nil:
+			err := st.bodyErr
+			st.mu.Unlock()
+			return 0, err
+		case st.ended:
+			st.mu.Unlock()
+			return 0, io.ErrUnexpectedEOF
+		case st.cont:
+			st.cont = false
+			st.mu.Unlock()
+			st.hc.c.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
+			st.mu.Lock()
+			continue
+		}
+		deadline := st.deadline
+		st.mu.Unlock()
+		if err := st.waitFor(st.ready, deadline); err != nil {
+			st.mu.Lock()
+			if len(st.pipe) > st.r {
+				break
+			}
+			st.mu.Unlock()
+			return 0, err
+		}
+		st.mu.Lock()
+	}
+	n := copy(p, st.pipe[st.r:])
+	st.r += n
+	more := st.paused && len(st.pipe)-st.r < pipeBytes/2
+	st.mu.Unlock()
+	if more {
+		st.resume()
+	}
+	return n, nil
+}
+
+// Close ends the handler's reading of the body.
+func (st *stream) Close() error { return nil }
+
+// waitFor waits for ch, the connection's end, the deadline or a stall
+// of IdleTimeout.
+func (st *stream) waitFor(ch <-chan struct{}, deadline time.Time) error {
+	d := st.hc.h.idleTimeout
+	stalled := true
+	st.mu.Lock()
+	if st.hijacked && ch == st.ready {
+		d, stalled = time.Duration(1<<63-1), false
+	}
+	st.mu.Unlock()
+	if !deadline.IsZero() {
+		if until := time.Until(deadline); until < d {
+			d, stalled = until, false
+		}
+	}
+	if d <= 0 {
+		return os.ErrDeadlineExceeded
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-st.gone:
+		return errConnClosed
+	case <-t.C:
+		if stalled {
+			st.mu.Lock()
+			st.closing = true
+			st.mu.Unlock()
+			return errors.Join(errBodyStalled, os.ErrDeadlineExceeded)
+		}
+		return os.ErrDeadlineExceeded
+	}
+}
+
+// waitDrain waits while more than HighWater is queued: OnDrain signals
+// the queue's fall to LowWater. A queue that makes no progress for
+// IdleTimeout resets the connection.
+func (st *stream) waitDrain(ctx context.Context) error {
+	c := st.hc.c
+	for !c.Writable() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		before := c.Stats().BytesOut
+		err := st.waitFor(st.drain, time.Time{})
+		switch {
+		case err == nil:
+		case errors.Is(err, errBodyStalled) && c.Stats().BytesOut == before:
+			c.Abort()
+			return os.ErrDeadlineExceeded
+		case errors.Is(err, errBodyStalled):
+			st.mu.Lock()
+			st.closing = false // output moved: not a stall
+			st.mu.Unlock()
+		default:
+			return err
+		}
+		if c.Draining() && !c.Writable() && c.Queued() == 0 {
+			return errConnClosed // closed for writing
+		}
+	}
+	return nil
+}
+
+func (st *stream) drained() { signal(st.drain) }
+
+// sentContinue records that the handler sent its own 100 Continue, or a
+// final response: none is due any more.
+func (st *stream) sentContinue() {
+	st.mu.Lock()
+	st.cont = false
+	st.mu.Unlock()
+}
+
+// eof records the client's FIN: a body still expected never comes.
+func (st *stream) eof() {
+	st.mu.Lock()
+	if st.bodyErr == nil {
+		st.bodyErr = io.ErrUnexpectedEOF
+		if st.hijacked {
+			st.bodyErr = io.EOF
+		}
+	}
+	st.mu.Unlock()
+	signal(st.ready)
+}
+
+// end records the connection's end: waits end, the context is cancelled.
+func (st *stream) end(err error) {
+	st.mu.Lock()
+	if !st.ended {
+		st.ended = true
+		close(st.gone)
+	}
+	hijacked := st.hijacked
+	st.mu.Unlock()
+	st.ctx.cancel(nil)
+	if hijacked {
+		st.release()
+	}
+}
+
+// isFinished reports whether the handler has returned.
+func (st *stream) isFinished() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.finished && !st.hijacked
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// setDeadline sets the body's read deadline.
+func (st *stream) setDeadline(t time.Time) {
+	st.mu.Lock()
+	st.deadline = t
+	st.mu.Unlock()
+	signal(st.ready)
+}
