@@ -101,6 +101,13 @@ var Servers = []Named{
 	{"skew-gnet", "skew", func() (Server, error) { return NewSkewGnet() }, nil},
 	{"skew-netpoll", "skew", func() (Server, error) { return NewSkewNetpoll() }, nil},
 	{"skew-net", "skew", func() (Server, error) { return NewSkewNet() }, nil},
+	// The HTTP/1.1 servers (BenchmarkHTTP and the others of http_test.go):
+	// the same routes (HTTPHandler) on net/http and nbio's nbhttp, and
+	// their equivalents in fasthttp's and hertz's own handler interfaces.
+	{"net/http", "http", NewNetHTTP, nil},
+	{"fasthttp", "http", NewFastHTTP, nil},
+	{"nbio", "http", NewNbioHTTP, nil},
+	{"hertz", "http", NewHertzHTTP, nil},
 }
 
 // Lookup returns the server called name.
