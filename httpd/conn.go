@@ -2,9 +2,9 @@ package httpd
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
