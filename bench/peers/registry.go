@@ -108,6 +108,12 @@ var Servers = []Named{
 	{"fasthttp", "http", NewFastHTTP, nil},
 	{"nbio", "http", NewNbioHTTP, nil},
 	{"hertz", "http", NewHertzHTTP, nil},
+	// gracepoll's httpd with its defaults, serving HTTPHandler.
+	{"httpd", "http", NewHTTPD, nil},
+	// HTTP over TLS: httpd with TLSConfig (crypto/tls inside package
+	// conn) and net/http behind crypto/tls's listener.
+	{"httpd-tls", "tls-http", nil, NewHTTPDTLS},
+	{"net/http-tls", "tls-http", nil, NewNetHTTPTLS},
 }
 
 // Lookup returns the server called name.
