@@ -23,7 +23,9 @@ var idleCounts = []int{1000, 10000}
 // launcher's "mem": runtime.ReadMemStats' HeapInuse), opens n connections
 // that each echo one 64-byte message (checked) and then stay open and
 // silent, waits until the server is quiet and reads both again. It reports
-// the differences per connection, rss-B/conn and heap-B/conn. Every server
+// the differences per connection, rss-B/conn and heap-B/conn, and the
+// growth of the server's goroutine count (runtime.NumGoroutine in the
+// launcher) per connection, goroutines/conn. Every server
 // here is Go, so the heap is known for each; RSS counts what the heap does
 // not (goroutine stacks, for net), but not the kernel's socket and epoll
 // memory, the same for every server.
@@ -76,19 +78,19 @@ func skipUnlessFiles(b *testing.B, n int) {
 // connections that open(n) opens, each echoing one 64-byte message before
 // it goes idle, and closes with the function it returns: a warm-up of 64 connections, opened and closed, then per
 // b.N iteration the growth of srv's RSS and of its Go heap in use after a
-// GC over n idle connections, reported per connection as rss-B/conn and
-// heap-B/conn.
+// GC over n idle connections, and of its goroutines, reported per
+// connection as rss-B/conn, heap-B/conn and goroutines/conn.
 func idleMemory(b *testing.B, srv *child, n int, open func(n int) (closeAll func(), err error)) {
 	warm, err := open(64)
 	if err != nil {
 		b.Fatal(err)
 	}
 	warm()
-	var rss, heap float64
+	var rss, heap, gs float64
 	b.ResetTimer()
 	// snapshot waits until the server is quiet and reads its Go heap in
-	// use after a GC and its RSS.
-	snapshot := func() (heap, rss float64) {
+	// use after a GC, its goroutine count and its RSS.
+	snapshot := func() (heap, goroutines, rss float64) {
 		if err := quiet(srv.Pid()); err != nil {
 			b.Fatal(err)
 		}
@@ -100,22 +102,24 @@ func idleMemory(b *testing.B, srv *child, n int, open func(n int) (closeAll func
 		if err != nil {
 			b.Fatal(err)
 		}
-		return mem["heap-inuse"], float64(r)
+		return mem["heap-inuse"], mem["goroutines"], float64(r)
 	}
 	for range b.N {
 		b.StopTimer()
-		heap0, rss0 := snapshot()
+		heap0, gs0, rss0 := snapshot()
 		b.StartTimer()
 		idle, err := open(n)
 		b.StopTimer()
 		if err != nil {
 			b.Fatal(err)
 		}
-		heap1, rss1 := snapshot()
+		heap1, gs1, rss1 := snapshot()
 		idle()
 		rss += (rss1 - rss0) / float64(n)
 		heap += (heap1 - heap0) / float64(n)
+		gs += (gs1 - gs0) / float64(n)
 	}
 	b.ReportMetric(rss/float64(b.N), "rss-B/conn")
 	b.ReportMetric(heap/float64(b.N), "heap-B/conn")
+	b.ReportMetric(gs/float64(b.N), "goroutines/conn")
 }
