@@ -1,0 +1,170 @@
+// Command httpd is a small web site served by gracepoll's package httpd:
+// an ordinary net/http program (http.ServeMux with Go 1.22 patterns, a
+// middleware, http.FileServerFS over an embedded directory,
+// encoding/json, http.Flusher, io.Copy both ways) whose only change is
+// the server type, httpd.Server in place of http.Server.
+//
+//	go run ./examples/httpd                     # http://127.0.0.1:8080/
+//	go run ./examples/httpd -tls-self-signed    # https://localhost:8080/
+//
+// Routes:
+//
+//	GET  /                 an HTML page with a stylesheet, a script and an image
+//	GET  /static/...       the embedded static directory (http.FileServerFS)
+//	GET  /api/time         the server's time as JSON
+//	POST /api/echo         the body's length and SHA-256 as JSON (and the body
+//	                       itself when it is short), hashed as it streams in
+//	GET  /stream?n=N       N server-sent events, one every 100 ms, each flushed
+//	GET  /download?size=N  N bytes of a known pattern, streamed by io.Copy
+//	PUT  /upload           (or POST) counts the body's bytes with io.Copy to
+//	                       io.Discard and answers the count
+//	GET  /plaintext        "Hello, World!" (the benchmark routes)
+//	GET  /json             {"message":"Hello, World!"}
+//
+// -v turns on a request logger, a middleware wrapping the mux, to show
+// that a wrapped ResponseWriter keeps working (flushing included).
+//
+// With -tls-self-signed it serves HTTPS with a certificate for localhost,
+// 127.0.0.1 and ::1 signed at start-up by a CA made in the process. The
+// CA's certificate (PEM) goes to -ca-out (by default a file in the
+// temporary directory, printed at start) for clients to trust:
+//
+//	curl --cacert /tmp/httpd-ca.pem https://localhost:8080/api/time
+//
+// and the line printed at start gives the certificate's SPKI hash for
+// chromium --ignore-certificate-errors-spki-list.
+//
+// SIGINT or SIGTERM shuts it down gracefully: it stops accepting, lets
+// the requests in progress finish for up to 10 s, then resets what is
+// left, and says which happened.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gracepoll/gracepoll/httpd"
+)
+
+// shutdownTimeout bounds the graceful part of a shutdown: a download of
+// many gigabytes must not keep the process alive indefinitely after
+// SIGTERM.
+const shutdownTimeout = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "httpd:", err)
+		os.Exit(2)
+	}
+}
+
+// run serves until ctx is done, then shuts down. ready, if not nil,
+// receives the bound address once the server listens (tests use it, with
+// -addr 127.0.0.1:0).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- net.Addr) error {
+	fs := flag.NewFlagSet("httpd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "TCP address to listen on")
+	selfSigned := fs.Bool("tls-self-signed", false, "serve HTTPS with a certificate for localhost, 127.0.0.1 and ::1 signed by a CA made at start-up")
+	caOut := fs.String("ca-out", "", "with -tls-self-signed, write the CA's certificate (PEM) here (default: a new file in the temporary directory, printed at start)")
+	verbose := fs.Bool("v", false, "log every request (method, path, status, bytes, duration) to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "httpd: a small web site on gracepoll's package httpd.\n\nUsage: go run ./examples/httpd [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *caOut != "" && !*selfSigned {
+		fs.Usage()
+		return errors.New("-ca-out needs -tls-self-signed")
+	}
+
+	logger := log.New(stderr, "httpd: ", log.LstdFlags)
+	var h http.Handler = newMux()
+	if *verbose {
+		h = logRequests(logger, h)
+	}
+	srv := &httpd.Server{Addr: *addr, Handler: h, ErrorLog: logger}
+	var ca *localCA
+	if *selfSigned {
+		var err error
+		if ca, err = newCA(); err != nil {
+			return err
+		}
+		srv.TLSConfig = ca.serverConfig()
+	}
+
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	scheme, host := "http", l.Addr().String()
+	if ca != nil {
+		scheme = "https"
+		_, port, _ := net.SplitHostPort(host)
+		host = net.JoinHostPort("localhost", port)
+		path, err := ca.writeCA(*caOut)
+		if err != nil {
+			l.Close()
+			return err
+		}
+		fmt.Fprintf(stdout, "httpd: CA certificate written to %s: curl --cacert %s %s://%s/\n", path, path, scheme, host)
+		fmt.Fprintf(stdout, "httpd: or: chromium --ignore-certificate-errors-spki-list=%s %s://%s/\n", ca.leafSPKIHash(), scheme, host)
+	}
+	fmt.Fprintf(stdout, "httpd: serving %s://%s/ (SIGINT or SIGTERM stops it)\n", scheme, host)
+	if ready != nil {
+		ready <- l.Addr()
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	select {
+	case err := <-served:
+		// Serve failed before any shutdown was asked for.
+		return err
+	case <-ctx.Done():
+	}
+
+	var open int64
+	if tr := srv.Transport(); tr != nil {
+		open = tr.Stats().Open
+	}
+	fmt.Fprintf(stdout, "httpd: shutting down: %d connections open; waiting up to %v for requests in progress\n", open, shutdownTimeout)
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	switch {
+	case serr == nil:
+		fmt.Fprintf(stdout, "httpd: shut down cleanly in %v: every request in progress finished\n", time.Since(start).Round(time.Millisecond))
+	case errors.Is(serr, context.DeadlineExceeded):
+		fmt.Fprintf(stdout, "httpd: shutdown timed out after %v: the connections left were reset\n", shutdownTimeout)
+	default:
+		return fmt.Errorf("shutdown: %w", serr)
+	}
+	return nil
+}
