@@ -114,6 +114,14 @@ func parse(r io.Reader) (results, error) {
 				name = name[:i]
 			}
 		}
+		// A benchmark that runs a sub-benchmark of the same name once per
+		// round (BenchmarkHTTP's -http.rounds) has its later rounds named
+		// "name#01", "name#02": the same cell, another round.
+		if i := strings.LastIndexByte(name, '#'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
 		if res[name] == nil {
 			res[name] = map[string][]float64{}
 		}
