@@ -44,6 +44,18 @@
 #     after BenchmarkHiccup (hiccup_test.go), which measures how late a
 #     sleeping thread wakes on each CPU: the machine's own stalls, which
 #     every server's tail includes.
+#   - HTTP/1.1 (http_test.go and its neighbours): gracepoll's httpd against
+#     fasthttp, nbio's nbhttp, net/http and hertz, the same routes on each.
+#     BenchmarkHTTP: wrk -t1 (plaintext -c50 and -c500, 16 pipelined per
+#     write at -c256 through a Lua script, json -c50), server CPU per
+#     request and req/s, HTTP_ROUNDS interleaved rounds inside one run;
+#     BenchmarkHTTPOpenLoop: an open-loop client at 10,000 req/s over 200
+#     keep-alive connections, light-request latency with and without 2 %
+#     of handlers sleeping 5 ms; BenchmarkHTTPIdleMemory: RSS, heap and
+#     goroutines per idle keep-alive connection at 1,000 and 10,000;
+#     BenchmarkHTTPTLS: httpd with TLSConfig vs net/http + crypto/tls,
+#     connections (handshake and one request) and keep-alive requests.
+#     About 11 minutes at HTTP_TIME=5s.
 #
 # The dispatch variants, echo, connection-cycle, kv, TLS and skew
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
@@ -61,7 +73,9 @@
 # skew cell, server and round: 40,000 requests, a p99.9 from 40 of them),
 # SKEW_SPIN_D (1ms, the spin cells' D, comma-separated), SKEW_ROUNDS (6,
 # the sleep cells' rounds; at least ROUNDS), OTHER_TIME
-# (300ms), LATENCY_N (2000 deletes per latency case).
+# (300ms), LATENCY_N (2000 deletes per latency case), HTTP_TIME (5s per
+# HTTP cell, server and round; wrk counts whole seconds), HTTP_ROUNDS
+# (ROUNDS), HTTP_HANDSHAKES (3000 TLS connections per handshake cell).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,6 +91,9 @@ SKEW_ROUNDS=${SKEW_ROUNDS:-6}
 if [ "$SKEW_ROUNDS" -lt "$ROUNDS" ]; then
 	SKEW_ROUNDS=$ROUNDS
 fi
+HTTP_TIME=${HTTP_TIME:-5s}
+HTTP_ROUNDS=${HTTP_ROUNDS:-$ROUNDS}
+HTTP_HANDSHAKES=${HTTP_HANDSHAKES:-3000}
 
 # BenchmarkKV and BenchmarkTLSKV drive redis-benchmark (Debian's
 # redis-tools) and skip without it.
@@ -84,6 +101,12 @@ if ! command -v redis-benchmark >/dev/null; then
 	{ apt-get update -qq && apt-get install -y -qq redis-tools; } >/dev/null 2>&1 || true
 fi
 command -v redis-benchmark >/dev/null || echo "redis-benchmark is not installed and could not be: BenchmarkKV and BenchmarkTLSKV will skip" >&2
+
+# The HTTP benchmarks drive wrk (Debian's wrk) and skip without it.
+if ! command -v wrk >/dev/null; then
+	{ apt-get update -qq && apt-get install -y -qq wrk; } >/dev/null 2>&1 || true
+fi
+command -v wrk >/dev/null || echo "wrk is not installed and could not be: BenchmarkHTTP and BenchmarkHTTPTLS's keep-alive rows will skip" >&2
 
 results=$PWD/bench/results
 mkdir -p "$results"
@@ -142,6 +165,11 @@ run_peers go test -run '^$' -bench '^Benchmark(IdleMemory|TLSIdleMemory)$' -benc
 run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
 run go test -run '^$' -bench '^BenchmarkReleasePath$' -benchmem -benchtime=20000x ./bench/...
 run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...
+# HTTP/1.1: the rounds interleave inside each run (-http.rounds).
+run_peers go test -run '^$' -bench '^BenchmarkHTTP$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
+run_peers go test -run '^$' -bench '^BenchmarkHTTPOpenLoop$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
+run_peers go test -run '^$' -bench '^BenchmarkHTTPIdleMemory$' -benchtime=1x .
+run_peers go test -run '^$' -bench '^BenchmarkHTTPTLS$' -benchtime=1x -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" -http.tls.handshakes="$HTTP_HANDSHAKES" .
 
 ended=$(date +%s)
 load_after=$(cut -d' ' -f1 /proc/loadavg)
