@@ -133,6 +133,19 @@ func (h *handler) OnDrain(c *conn.Conn) {
 	}
 }
 
+// OnTimeout: a deadline passed (ReadHeaderTimeout, IdleTimeout,
+// WriteTimeout). A connection in a request (a head or body in progress,
+// output queued) is reset: a client that trickles bytes is not waited for
+// again while it drains. An idle one is closed gracefully.
+func (h *handler) OnTimeout(c *conn.Conn) {
+	hc := c.Value().(*hconn)
+	if hc.heading || hc.st != nil || hc.p != nil || c.Queued() > 0 {
+		c.Abort()
+		return
+	}
+	c.Close()
+}
+
 // OnReadEOF: the client closed its side. What it sent before is answered
 // (OnData was offered all of it); a body still expected never comes.
 func (h *handler) OnReadEOF(c *conn.Conn) {

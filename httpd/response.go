@@ -207,7 +207,9 @@ func (w *response) commit(final bool, first []byte) {
 		}
 	}
 	hasTrailers := len(w.trailers) > 0 || hasPrefixedTrailer(h)
-	if hasToken(h.Get("Connection"), "close") {
+	if hasToken(h.Get("Connection"), "close") || w.st != nil && w.st.continuePending() {
+		// The client waits for a 100 Continue that is not coming: its
+		// body will not follow on this connection.
 		w.closeAfter = true
 	}
 	var extra [4]string // extra header lines, "Name: value"

@@ -126,7 +126,8 @@ func (hc *hconn) startStream(n int) bool {
 		st.mu.Lock()
 		st.finished = true
 		hijacked := st.hijacked
-		st.closing = st.closing || w.closeAfter
+		// A body whose 100 Continue was never sent is not coming.
+		st.closing = st.closing || w.closeAfter || st.bodyErr == nil && st.cont
 		closing := st.closing
 		st.mu.Unlock()
 		if hijacked {
@@ -158,6 +159,9 @@ func (hc *hconn) feed() bool {
 			b, _ := c.Peek(c.Buffered())
 			st.push(b)
 			c.Discard(len(b))
+		}
+		if len(st.pipe) > st.r {
+			signal(st.ready)
 		}
 		st.pauseIfFull(c)
 		st.mu.Unlock()
@@ -370,6 +374,13 @@ func (st *stream) waitDrain(ctx context.Context) error {
 
 func (st *stream) drained() { signal(st.drain) }
 
+// continuePending reports a 100 Continue due and not sent.
+func (st *stream) continuePending() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cont && st.bodyErr == nil
+}
+
 // sentContinue records that the handler sent its own 100 Continue, or a
 // final response: none is due any more.
 func (st *stream) sentContinue() {
@@ -389,6 +400,9 @@ func (st *stream) eof() {
 	}
 	st.mu.Unlock()
 	signal(st.ready)
+	// As net/http's background read does: a client that has closed its
+	// side is taken to be gone.
+	st.ctx.cancel(nil)
 }
 
 // end records the connection's end: waits end, the context is cancelled.
