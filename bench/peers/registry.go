@@ -15,8 +15,10 @@
 // handler, BenchmarkSkew), the light requests' latency on conn and on the
 // raw poller with one shared epoll set, with a set per waiter and with
 // stealing (a set per waiter whose registrations any waiter may run),
-// gnet, netpoll and net. The TLS servers serve a self-signed certificate made
-// in-process (NewCert).
+// gnet, netpoll and net; and HTTP/1.1 servers (gracepoll's httpd, fasthttp,
+// nbio's nbhttp, net/http, hertz; HTTPHandler) under wrk, an open-loop
+// client, idle keep-alive connections and TLS. The TLS servers serve a
+// self-signed certificate made in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
 // the generator examples/echo uses, which checks every reply. It is a

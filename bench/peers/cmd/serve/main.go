@@ -8,7 +8,8 @@
 //	GOMAXPROCS=1 serve -server gracepoll-conn -cpu 0 [-cpuprofile f]
 //	GOMAXPROCS=1 serve -server conn-tls -cert cert.pem -key key.pem -cpu 0
 //
-// A TLS server (conn-tls, net-tls, nbio-tls, kv-conn-tls, kv-net-tls)
+// A TLS server (conn-tls, net-tls, nbio-tls, kv-conn-tls, kv-net-tls,
+// httpd-tls, net/http-tls)
 // serves the PEM certificate and key in the files -cert and -key (the
 // benchmarks write them with peers.Cert.WriteFiles).
 //
