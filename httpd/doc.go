@@ -89,6 +89,7 @@
 // returns reads what the client sends after the request (the waiter
 // feeds it, under the same 64 KiB pipe), writes through the connection's
 // queue (waiting while it is above HighWater) and closes gracefully; the
-// bufio.ReadWriter wraps it. The connection stays open until it is
-// closed: Shutdown waits for it until its context ends.
+// bufio.ReadWriter wraps it. Shutdown closes it gracefully as it begins
+// (what was written is flushed first), as its protocol is not the
+// server's to finish; reads then fail.
 package httpd

@@ -26,6 +26,17 @@ const timeout = 10 * time.Second
 // at cleanup; it returns the address.
 func serve(t testing.TB, srv *httpd.Server) string {
 	t.Helper()
+	return serveWith(t, srv, (*httpd.Server).Serve)
+}
+
+type (
+	netListener = net.Listener
+	netConn     = net.Conn
+)
+
+// serveWith is serve with the Serve method given (ServeTLS, say).
+func serveWith(t testing.TB, srv *httpd.Server, serveFn func(*httpd.Server, net.Listener) error) string {
+	t.Helper()
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = log.New(io.Discard, "", 0)
 	}
@@ -34,7 +45,7 @@ func serve(t testing.TB, srv *httpd.Server) string {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
+	go func() { served <- serveFn(srv, l) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

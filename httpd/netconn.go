@@ -33,8 +33,8 @@ func (hc *hconn) netConn() *netConn {
 }
 
 // hijack hands the connection to the handler: from now on the waiter
-// feeds it every byte that arrives, and the connection stays open until
-// the net.Conn is closed.
+// feeds it every byte that arrives, until the net.Conn is closed or the
+// server shuts down.
 func (st *stream) hijack() *netConn {
 	st.mu.Lock()
 	st.hijacked = true
@@ -45,6 +45,9 @@ func (st *stream) hijack() *netConn {
 	nc := st.hc.nc
 	nc.st = st
 	st.hc.h.connState(st.hc, http.StateHijacked)
+	// Not held: Shutdown closes a hijacked connection as it begins, as
+	// the handler's protocol is not the server's to finish.
+	st.unhold()
 	st.resume()
 	return nc
 }
