@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -172,14 +173,35 @@ func stream(w http.ResponseWriter, r *http.Request) {
 // pattern is an endless reader of a known byte sequence (byte i is
 // i mod 251, a prime, so the sequence does not line up with any power of
 // two buffer) that a client can check a download against.
-type pattern struct{ off int64 }
+// It ends with ctx's error once ctx is done: a handler copying gigabytes
+// stops when the request is cancelled (the client left, or the server's
+// shutdown gave up waiting) instead of when the copy is over.
+type pattern struct {
+	ctx context.Context
+	off int64
+}
+
+// patternTable holds the sequence from every phase: Read copies from it
+// rather than computing byte by byte, so that a download of gigabytes
+// costs memmove's time.
+var patternTable = func() []byte {
+	b := make([]byte, 251+64<<10)
+	for i := range b {
+		b[i] = byte(i % 251)
+	}
+	return b
+}()
 
 func (p *pattern) Read(b []byte) (int, error) {
-	for i := range b {
-		b[i] = byte((p.off + int64(i)) % 251)
+	if err := p.ctx.Err(); err != nil {
+		return 0, err
 	}
-	p.off += int64(len(b))
-	return len(b), nil
+	n := 0
+	for n < len(b) {
+		n += copy(b[n:], patternTable[(p.off+int64(n))%251:])
+	}
+	p.off += int64(n)
+	return n, nil
 }
 
 // download streams size bytes of the pattern with io.Copy: the response
@@ -193,7 +215,7 @@ func download(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.Header().Set("Content-Disposition", `attachment; filename="pattern.bin"`)
-	io.Copy(w, io.LimitReader(&pattern{}, size))
+	io.Copy(w, io.LimitReader(&pattern{ctx: r.Context()}, size))
 }
 
 // uploadReply is /upload's answer.
