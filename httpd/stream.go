@@ -420,13 +420,6 @@ func (st *stream) end(err error) {
 	}
 }
 
-// isFinished reports whether the handler has returned.
-func (st *stream) isFinished() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.finished && !st.hijacked
-}
-
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
