@@ -83,8 +83,6 @@ type Conn struct {
 
 	wshut, finSent, eof, paused, reasonSet bool
 
-	holds int32 // Hold's, not yet released: a finishing connection waits for them
-
 	flags atomic.Uint32
 
 	bytesIn  atomic.Uint64 // written on the waiter
@@ -127,6 +125,10 @@ type connExt struct {
 	// tls is a TLS connection's crypto/tls state (tls.go), with flagTLS;
 	// set before the connection is registered and never changed.
 	tls *tlsConn
+
+	// holds counts Hold's not yet released: a finishing connection
+	// waits for them (handoff.go).
+	holds int
 }
 
 // handler returns the connection's Handler. connExt.h is set before the
@@ -658,7 +660,7 @@ func (c *Conn) updateLocked() {
 	case !c.paused && f&(flagHigh|flagFinishing) == 0:
 		want |= poller.Readable
 	}
-	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 && c.holds == 0 || c.tlsPendingLocked() {
+	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 && !c.heldLocked() || c.tlsPendingLocked() {
 		want |= poller.Writable // flush, or an event to finish or decrypt in
 	}
 	if want != c.events {

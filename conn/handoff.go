@@ -124,11 +124,14 @@ func (c *Conn) afterHandler(f func()) error {
 // called from any goroutine; calls after the first do nothing.
 func (c *Conn) Hold() (done func()) {
 	c.mu.Lock()
-	c.holds++
+	c.ext().holds++
 	c.mu.Unlock()
 	var once sync.Once
 	return func() { once.Do(c.unhold) }
 }
+
+// heldLocked reports a Hold not yet released. The caller holds mu.
+func (c *Conn) heldLocked() bool { return c.connExt != nil && c.holds > 0 }
 
 func (c *Conn) unhold() {
 	c.mu.Lock()

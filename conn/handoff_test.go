@@ -267,3 +267,20 @@ func TestHoldShutdown(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDuringFlush: Server.Close while a handler method waits in
+// Flush for a client that reads nothing refuses its writes, so the
+// method returns and Close with it.
+func TestCloseDuringFlush(t *testing.T) {
+	w := newBlockingWriter(32 << 20)
+	s, addr := newServer(t, w, conn.Options{HighWater: 256 << 10}, "tcp")
+	nc := dialSmallReceive(t, addr)
+	nc.Write([]byte("go"))
+	time.Sleep(100 * time.Millisecond) // the handler is in Flush
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if err := wait(t, w.result, "the handler's Flush"); !isClosed(err) {
+		t.Errorf("Flush returned %v, want net.ErrClosed", err)
+	}
+	wait(t, closed, "Server.Close")
+}

@@ -454,7 +454,7 @@ func (s *Server) resume(c *Conn, drained bool) {
 		s.decrypt(c, int(c.waiter.Load())) // what the tls.Conn holds yet
 	}
 	c.mu.Lock()
-	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing && c.holds == 0 {
+	if c.state == stOpen && c.flags.Load()&(flagFinishing|flagHigh) == flagFinishing && !c.heldLocked() {
 		// Not held back by the queue or by work elsewhere (Hold), so
 		// what is left is an incomplete request, which no more input
 		// will complete.
@@ -586,7 +586,7 @@ func (s *Server) peerClosed(c *Conn) {
 		return
 	case stOpen:
 		if hc == nil {
-			if c.flags.Load()&flagHigh != 0 && len(c.in) > 0 || c.holds > 0 {
+			if c.flags.Load()&flagHigh != 0 && len(c.in) > 0 || c.heldLocked() {
 				c.finishLocked(ReasonPeerClosed)
 			} else {
 				c.setReasonLocked(ReasonPeerClosed, nil)
@@ -690,10 +690,14 @@ func (s *Server) Close() error {
 		c.mu.Lock()
 		if c.state < stEnding {
 			c.setReasonLocked(ReasonShutdown, nil)
-			setLingerZero(c.fd)
 			if c.flags.Load()&flagHandshake == 0 { // one in its handshake was never the handler's
 				s.closeForced.Add(1)
 			}
+			// Reset now, not when the poller closes: a handler still
+			// running (writing a large reply, waiting in Flush) sees
+			// its writes refused and returns, which the poller's
+			// Close waits for.
+			c.resetLocked()
 		}
 		c.mu.Unlock()
 	}

@@ -591,3 +591,62 @@ func TestTrailersAndFlush(t *testing.T) {
 		t.Errorf("trailers %v", resp.Trailer)
 	}
 }
+
+// bigDownload streams 1 GiB with io.Copy, as from a file.
+func bigDownload(w http.ResponseWriter, r *http.Request) {
+	io.Copy(w, io.LimitReader(zeros{}, 1<<30))
+}
+
+// dialNoRead sends a GET for path with a 4 KiB receive buffer and reads
+// nothing.
+func dialNoRead(t *testing.T, addr, path string) net.Conn {
+	t.Helper()
+	c := rawConn(t, addr)
+	c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	return c
+}
+
+// TestStalledReaders: fifty clients that stop reading large responses
+// (each handler waits for its client, holding a waiter) do not keep a
+// light request from being answered at once.
+func TestStalledReaders(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/big", bigDownload)
+	mux.HandleFunc("/light", hello)
+	addr := serve(t, &httpd.Server{Handler: mux})
+	for range 50 {
+		dialNoRead(t, addr, "/big")
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	c := rawConn(t, addr)
+	fmt.Fprintf(c, "GET /light HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if got := readAll(c); !strings.HasSuffix(got, "Hello, World!") {
+		t.Fatalf("light request answered %q", got)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a light request took %v behind 50 stalled readers", d)
+	}
+}
+
+// TestShutdownTimeout: when Shutdown's context ends, a handler still
+// writing to a client that reads nothing is stopped, and Shutdown
+// returns the context's error at once.
+func TestShutdownTimeout(t *testing.T) {
+	srv := &httpd.Server{Handler: http.HandlerFunc(bigDownload)}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go srv.Serve(l)
+	dialNoRead(t, l.Addr().String(), "/")
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := srv.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown returned %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Shutdown returned after %v, its context ended after 300ms", d)
+	}
+}

@@ -1,13 +1,13 @@
 package httpd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +41,7 @@ type handler struct {
 	date    dateClock
 	parsers sync.Pool // *parser
 	outBufs sync.Pool // *[]byte, inline output
-	preBufs sync.Pool // *[]byte, a body before its head is written
+	responses sync.Pool // *response, of inline requests
 }
 
 // The states of a connection, owned by its waiter.
@@ -69,6 +69,8 @@ type hconn struct {
 	out *[]byte
 	st  *stream
 	nc  *netConn // for ConnState and Hijack, made on first use
+	// remote is the client's address, for Request.RemoteAddr.
+	remote string
 	// pendingClose: close once out is written.
 	pendingClose bool
 }
@@ -102,12 +104,6 @@ func (h *handler) getOut() *[]byte {
 	return &b
 }
 
-func (h *handler) getPre() []byte {
-	if b, ok := h.preBufs.Get().(*[]byte); ok {
-		return (*b)[:0]
-	}
-	return make([]byte, 0, bufferBeforeChunking)
-}
 
 func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
 	hc, ok := c.Value().(*hconn)
@@ -261,9 +257,11 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 		hc.refuse(err)
 		return false
 	}
-	r.Body = &bufBody{b: body}
-	if body == nil {
-		r.Body = http.NoBody
+	r.Body = http.NoBody
+	var bb *bufBody
+	if body != nil {
+		bb = &bufBody{b: body}
+		r.Body = bb
 	}
 	if hc.out == nil {
 		hc.out = h.getOut()
@@ -276,9 +274,10 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 	if w.closeAfter {
 		hc.pendingClose = true
 	}
-	if b, ok := r.Body.(*bufBody); ok {
-		b.close()
+	if bb != nil {
+		bb.close()
 	}
+	h.putResponse(w)
 	h.connState(hc, http.StateIdle)
 	if len(*hc.out) >= outFlush {
 		hc.flushOut()
@@ -438,8 +437,10 @@ var crlf = []byte("\r\n")
 // hasToken reports whether a comma-separated list holds token, in any
 // case.
 func hasToken(list, token string) bool {
-	for _, t := range bytes.Split([]byte(list), []byte(",")) {
-		if asciiEqualFold(bytes.TrimSpace(t), token) {
+	for list != "" {
+		var t string
+		t, list, _ = strings.Cut(list, ",")
+		if strings.EqualFold(strings.TrimSpace(t), token) {
 			return true
 		}
 	}

@@ -31,10 +31,12 @@
 // a handler that blocks (a database call, a lock, a sleep) delays its own
 // connection only. The others' events go to the other waiters, and when
 // all are blocked for poller.Options.Overrun another waiter starts, up to
-// poller.Options.MaxWaiters (16 per CPU by default). With that many
-// handlers blocked at once, further requests wait until one returns: that
-// is the bound on the goroutines (waiters) handlers may hold; raise
-// Options.Poller.MaxWaiters for handlers that block long and often.
+// Options.Poller.MaxWaiters (here poller.MaxWaiters, 1,024, by default).
+// With that many handlers blocked at once, further requests wait until one
+// returns: that is the bound on the goroutines (waiters) handlers may hold.
+// A handler writing a large response to a client that stops reading is
+// one of them, until the client reads again or IdleTimeout (WriteTimeout,
+// if set) passes.
 //
 // A request whose body has not all arrived when its head has (an upload
 // larger than 64 KiB, a chunked body still coming, Expect: 100-continue),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,18 @@ import (
 // as net/http's server builds it. Its context (reqCtx) is the server's,
 // cancelled when the handler returns.
 func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
-	u, err := req.URL()
-	if err != nil {
-		return nil, h1.ErrBadTarget
+	// The target and the host in one string: one allocation.
+	var small [256]byte
+	both := string(append(append(small[:0], req.Target...), req.Authority...))
+	target, host := both[:len(req.Target)], both[len(req.Target):]
+	var u *url.URL
+	if req.Form == h1.AuthorityForm {
+		u = &url.URL{Host: target}
+	} else {
+		var err error
+		if u, err = url.ParseRequestURI(target); err != nil {
+			return nil, h1.ErrBadTarget
+		}
 	}
 	ctx := &reqCtx{parent: hc.h.ctx}
 	r0 := http.Request{
@@ -28,8 +38,8 @@ func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
 		ProtoMajor:    1,
 		ProtoMinor:    req.Minor,
 		Header:        req.Header(),
-		Host:          string(req.Authority),
-		RequestURI:    string(req.Target),
+		Host:          host,
+		RequestURI:    target,
 		RemoteAddr:    hc.remoteAddr(),
 		ContentLength: max(req.ContentLength, 0),
 		Close:         req.Close,
@@ -74,12 +84,15 @@ func method(m []byte) string {
 	return string(m)
 }
 
-// remoteAddr is the client's address as a string.
+// remoteAddr is the client's address as a string, asked of the kernel
+// once per connection.
 func (hc *hconn) remoteAddr() string {
-	if a := hc.c.RemoteAddr(); a != nil {
-		return a.String()
+	if hc.remote == "" {
+		if a := hc.c.RemoteAddr(); a != nil {
+			hc.remote = a.String()
+		}
 	}
-	return ""
+	return hc.remote
 }
 
 // reqCtx is a request's context: the server's (the BaseContext,

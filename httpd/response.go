@@ -55,22 +55,44 @@ type response struct {
 	trailers   []string
 	hijacked   bool
 	err        error // the first write error: the connection is gone
+
+	preArr [bufferBeforeChunking]byte // pre's storage
 }
 
+// newResponse returns a response for r, reused from the server's pool:
+// net/http's contract ends a ResponseWriter's use when its handler
+// returns, so the inline path puts it back then (putResponse).
 func newResponse(hc *hconn, r *http.Request, req *h1.Request) *response {
-	w := &response{
+	w, _ := hc.h.responses.Get().(*response)
+	if w == nil {
+		w = &response{header: make(http.Header)}
+	}
+	header := w.header
+	clear(header)
+	*w = response{
 		hc: hc, req: r, ctx: r.Context().(*reqCtx),
 		head:     r.Method == "HEAD",
 		minor:    req.Minor,
-		header:   make(http.Header),
+		header:   header,
 		declared: -1,
 	}
+	w.pre = w.preArr[:0]
 	if req.Minor == 0 {
 		w.close10 = req.Close
 		w.keepAlive10 = !req.Close
 	}
 	w.closeAfter = req.Close || hc.c.Draining()
 	return w
+}
+
+// putResponse returns w to the pool once its handler has returned and
+// its output is in the connection's buffer.
+func (h *handler) putResponse(w *response) {
+	if len(w.header) > 64 {
+		return // an unusual one: let it go
+	}
+	w.hc, w.req, w.ctx, w.st, w.out, w.trailers, w.err = nil, nil, nil, nil, nil, nil, nil
+	h.responses.Put(w)
 }
 
 // Header returns the header map that WriteHeader sends.
@@ -138,9 +160,6 @@ func (w *response) Write(p []byte) (int, error) {
 	}
 	if !w.committed {
 		if len(w.pre)+len(p) <= bufferBeforeChunking {
-			if w.pre == nil {
-				w.pre = w.hc.h.getPre()
-			}
 			w.pre = append(w.pre, p...)
 			return len(p), nil
 		}
@@ -158,9 +177,6 @@ func (w *response) WriteString(s string) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.committed && len(w.pre)+len(s) <= bufferBeforeChunking && w.err == nil && !w.hijacked && w.wroteHeader && !w.head && bodyAllowed(w.status) && w.declared < 0 {
-		if w.pre == nil {
-			w.pre = w.hc.h.getPre()
-		}
 		w.pre = append(w.pre, s...)
 		w.written += int64(len(s))
 		return len(s), nil
@@ -212,8 +228,10 @@ func (w *response) commit(final bool, first []byte) {
 		// body will not follow on this connection.
 		w.closeAfter = true
 	}
-	var extra [4]string // extra header lines, "Name: value"
-	ex := extra[:0]
+	// Fields of our own, besides the handler's: framing, Content-Type,
+	// Connection.
+	cl, te := int64(-1), false
+	ctype, conn := "", ""
 	switch {
 	case !hasBody || st == http.StatusSwitchingProtocols:
 		h.Del("Content-Length")
@@ -221,12 +239,12 @@ func (w *response) commit(final bool, first []byte) {
 	case w.declared >= 0:
 		h.Del("Transfer-Encoding")
 	case final && !hasTrailers && (!w.head || w.written > 0):
-		ex = append(ex, "Content-Length: "+strconv.FormatInt(w.written, 10))
+		cl = w.written
 	case w.head:
 	case w.minor >= 1:
 		w.chunked = true
 		h.Del("Transfer-Encoding")
-		ex = append(ex, "Transfer-Encoding: chunked")
+		te = true
 	default:
 		w.closeAfter = true // HTTP/1.0: the body ends with the connection
 	}
@@ -234,14 +252,14 @@ func (w *response) commit(final bool, first []byte) {
 		first = w.pre
 	}
 	if _, ok := h["Content-Type"]; !ok && hasBody && len(first) > 0 && h.Get("Content-Encoding") == "" {
-		ex = append(ex, "Content-Type: "+http.DetectContentType(first))
+		ctype = http.DetectContentType(first)
 	}
 	if w.closeAfter {
 		if !hasToken(h.Get("Connection"), "close") {
-			ex = append(ex, "Connection: close")
+			conn = "close"
 		}
 	} else if w.keepAlive10 {
-		ex = append(ex, "Connection: keep-alive")
+		conn = "keep-alive"
 	}
 	b := *w.out
 	w.start = len(b)
@@ -252,9 +270,19 @@ func (w *response) commit(final bool, first []byte) {
 		b = append(b, crlf...)
 	}
 	b = appendHeader(b, h, w.trailers)
-	for _, x := range ex {
-		b = append(b, x...)
+	if cl >= 0 {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, cl, 10)
 		b = append(b, crlf...)
+	}
+	if te {
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if ctype != "" {
+		b = append(append(append(b, "Content-Type: "...), ctype...), crlf...)
+	}
+	if conn != "" {
+		b = append(append(append(b, "Connection: "...), conn...), crlf...)
 	}
 	b = append(b, crlf...)
 	*w.out = b
@@ -271,8 +299,6 @@ func (w *response) commit(final bool, first []byte) {
 				*w.out = append(*w.out, p...)
 			}
 		}
-		p = p[:0]
-		w.hc.h.preBufs.Put(&p)
 	}
 }
 
@@ -305,8 +331,9 @@ func (w *response) panicked() {
 		return
 	}
 	if !w.committed {
-		w.pre = nil
-		w.header = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+		w.pre = w.preArr[:0]
+		clear(w.header)
+		w.header.Set("Content-Type", "text/plain; charset=utf-8")
 		w.status, w.wroteHeader, w.declared, w.written = http.StatusInternalServerError, true, -1, 0
 		w.pre = append(w.pre, "Internal Server Error\n"...)
 		w.written = int64(len(w.pre))

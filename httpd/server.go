@@ -245,6 +245,11 @@ func (s *Server) configure(l net.Listener) (*handler, conn.Options, error) {
 	opts := s.Options
 	if opts.Poller.Topology == poller.PerWaiter && opts.Poller.MaxWaiters == 0 && opts.Poller.Waiters == 0 {
 		opts.Poller.Topology = poller.Shared
+		// A handler writing a large response to a client that reads
+		// slowly, or not at all, holds its waiter until the client
+		// reads or IdleTimeout passes: as many may wait as net/http
+		// would have goroutines for them, up to the poller's bound.
+		opts.Poller.MaxWaiters = poller.MaxWaiters
 	}
 	opts.IdleTimeout = h.idleTimeout
 	opts.ReadTimeout, opts.WriteTimeout = 0, 0
@@ -287,12 +292,16 @@ func cmpOr(n, def int) int {
 // error. Serve returns http.ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	cs := s.cs
+	cs, h := s.cs, s.h
 	s.closed = true
 	s.mu.Unlock()
 	if cs == nil {
 		return nil
 	}
+	// When ctx ends, conn resets what is left; the requests' contexts
+	// end with it, so that handlers waiting on them return.
+	stop := context.AfterFunc(ctx, h.cancel)
+	defer stop()
 	_, _, err := cs.Shutdown(ctx)
 	return err
 }

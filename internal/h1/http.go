@@ -13,19 +13,51 @@ import (
 // however many identical ones were sent, and "Cache-Control: no-cache" added for "Pragma: no-cache"
 // without Cache-Control (RFC 7234 section 5.4, as net/http does).
 func (r *Request) Header() http.Header {
-	h := make(http.Header, len(r.Fields))
+	// Three allocations whatever the number of fields (besides the map's
+	// own): the values share one string and one backing array, each
+	// value a one-element slice of it with its capacity capped, so that a
+	// handler's append to one cannot reach the next.
+	n := 0
 	for _, f := range r.Fields {
-		k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
+		n += len(f.Value)
+	}
+	n += len(r.clText)
+	var small [1024]byte
+	all := small[:0]
+	if n > len(small) {
+		all = make([]byte, 0, n)
+	}
+	for _, f := range r.Fields {
+		all = append(all, f.Value...)
+	}
+	all = append(all, r.clText...)
+	text := string(all)
+	vals := make([]string, len(r.Fields)+1)
+	h := make(http.Header, len(r.Fields))
+	off := 0
+	for i, f := range r.Fields {
+		v := text[off : off+len(f.Value)]
+		off += len(f.Value)
+		k := commonKey(f.Name)
+		if k == "" {
+			k = textproto.CanonicalMIMEHeaderKey(string(f.Name))
+		}
 		switch k {
 		case "Host", "Transfer-Encoding":
 			continue
 		case "Content-Length":
 			if h[k] == nil {
-				h[k] = []string{string(r.clText)}
+				vals[len(r.Fields)] = text[len(text)-len(r.clText):]
+				h[k] = vals[len(r.Fields):]
 			}
 			continue
 		}
-		h[k] = append(h[k], string(f.Value))
+		if old, ok := h[k]; ok {
+			h[k] = append(old, v)
+			continue
+		}
+		vals[i] = v
+		h[k] = vals[i : i+1 : i+1]
 	}
 	if p, ok := h["Pragma"]; ok && len(p) > 0 && p[0] == "no-cache" {
 		if _, ok := h["Cache-Control"]; !ok {
@@ -33,6 +65,86 @@ func (r *Request) Header() http.Header {
 		}
 	}
 	return h
+}
+
+// commonKey returns the canonical form of the most frequent field names,
+// as constants (no allocation), or "" for another name.
+func commonKey(name []byte) string {
+	switch len(name) {
+	case 4:
+		if equalFold(name, "host") {
+			return "Host"
+		}
+	case 6:
+		switch {
+		case equalFold(name, "accept"):
+			return "Accept"
+		case equalFold(name, "cookie"):
+			return "Cookie"
+		case equalFold(name, "origin"):
+			return "Origin"
+		case equalFold(name, "pragma"):
+			return "Pragma"
+		}
+	case 7:
+		switch {
+		case equalFold(name, "referer"):
+			return "Referer"
+		case equalFold(name, "upgrade"):
+			return "Upgrade"
+		}
+	case 10:
+		switch {
+		case equalFold(name, "user-agent"):
+			return "User-Agent"
+		case equalFold(name, "connection"):
+			return "Connection"
+		}
+	case 12:
+		if equalFold(name, "content-type") {
+			return "Content-Type"
+		}
+	case 13:
+		switch {
+		case equalFold(name, "authorization"):
+			return "Authorization"
+		case equalFold(name, "cache-control"):
+			return "Cache-Control"
+		}
+	case 14:
+		if equalFold(name, "content-length") {
+			return "Content-Length"
+		}
+	case 15:
+		switch {
+		case equalFold(name, "accept-encoding"):
+			return "Accept-Encoding"
+		case equalFold(name, "accept-language"):
+			return "Accept-Language"
+		}
+	case 17:
+		if equalFold(name, "transfer-encoding") {
+			return "Transfer-Encoding"
+		}
+	}
+	return ""
+}
+
+// equalFold reports whether b is lower, ASCII-case-insensitively.
+func equalFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // URL returns the request-target parsed as net/http's server does for
