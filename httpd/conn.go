@@ -38,9 +38,9 @@ type handler struct {
 	ctx    context.Context // requests' base: cancelled by Close
 	cancel context.CancelFunc
 
-	date    dateClock
-	parsers sync.Pool // *parser
-	outBufs sync.Pool // *[]byte, inline output
+	date      dateClock
+	parsers   sync.Pool // *parser
+	outBufs   sync.Pool // *[]byte, inline output
 	responses sync.Pool // *response, of inline requests
 }
 
@@ -103,7 +103,6 @@ func (h *handler) getOut() *[]byte {
 	b := make([]byte, 0, 16<<10)
 	return &b
 }
-
 
 func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
 	hc, ok := c.Value().(*hconn)
