@@ -51,6 +51,8 @@ const (
 	flagEnding                 // state is ending or later
 	flagTLS                    // connExt.tls is the connection's TLS (tls.go); set before it is registered
 	flagHandshake              // its TLS handshake has not completed; stays set if it failed
+	flagWake                   // Wake: offer OnData at the next event, input or none (handoff.go)
+	flagWakeDrain              // Flush drained the queue from above HighWater: OnDrain and the offer at the next event
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
@@ -660,8 +662,9 @@ func (c *Conn) updateLocked() {
 	case !c.paused && f&(flagHigh|flagFinishing) == 0:
 		want |= poller.Readable
 	}
-	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 && !c.heldLocked() || c.tlsPendingLocked() {
-		want |= poller.Writable // flush, or an event to finish or decrypt in
+	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 && !c.heldLocked() || c.tlsPendingLocked() ||
+		c.state == stOpen && f&(flagWake|flagWakeDrain) != 0 {
+		want |= poller.Writable // flush, or an event to finish, decrypt or wake in
 	}
 	if want != c.events {
 		if err := c.s.p.Modify(c.handle(), want); err == nil {

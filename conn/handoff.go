@@ -42,7 +42,7 @@ const flushSlice = 20 * time.Millisecond
 func (c *Conn) Flush(ctx context.Context) error {
 	for {
 		if c.s.flush(c) {
-			c.afterHandler(func() { c.s.resume(c, true) })
+			c.wakeAt(flagWakeDrain)
 		}
 		c.mu.Lock()
 		queued, state, fd := len(c.out), c.state, c.fd
@@ -87,29 +87,30 @@ func (c *Conn) flushExpiredLocked() bool {
 	return c.writeAt > 0 && c.writeAt <= now || c.idle > 0 && c.progress+c.idle <= now
 }
 
-// Wake offers OnData the input its handler left unconsumed, again, on the
-// connection's waiter, whether or not more arrives. A handler that stops
-// reading requests while one of them is served elsewhere (handed to
-// another goroutine, whose reply must go out before the next request's)
-// calls Wake from there once that reply is written. It is safe from any
-// goroutine; after the end of the connection it returns an error matching
-// net.ErrClosed. With nothing left unconsumed, it does nothing.
-func (c *Conn) Wake() error {
-	return c.afterHandler(func() { c.s.resume(c, false) })
-}
+// Wake runs OnData again, on the connection's waiter, with the input its
+// handler left unconsumed (possibly none), whether or not more arrives. A
+// handler that stops reading requests while one of them is served
+// elsewhere (handed to another goroutine, whose reply must go out before
+// the next request's) calls Wake from there once that reply is written.
+// Above HighWater OnData is not run: the drain offers the input, as it
+// always does. It is safe from any goroutine; after the end of the
+// connection it returns an error matching net.ErrClosed.
+func (c *Conn) Wake() error { return c.wakeAt(flagWake) }
 
-// afterHandler runs f on the connection's waiter, serialised with its
-// handler: after the running method, if one runs.
-func (c *Conn) afterHandler(f func()) error {
+// wakeAt asks for an event on the connection's waiter, serialised with
+// its handler (after the running method, if one runs), in which the
+// server acts on flag: it registers interest in Writable, which a socket
+// with room in its send buffer reports at once. An event rather than a
+// poller timer, because the input OnData reads is its waiter's, and only
+// an event says which waiter runs it.
+func (c *Conn) wakeAt(flag uint32) error {
 	c.mu.Lock()
-	ending := c.state >= stEnding
-	c.mu.Unlock()
-	if ending {
+	defer c.mu.Unlock()
+	if c.state != stOpen {
 		return closedError{"is closed"}
 	}
-	if _, err := c.s.p.AfterFunc(c.handle(), 0, f); err != nil {
-		return closedError{"is closed"}
-	}
+	c.flags.Or(flag)
+	c.updateLocked()
 	return nil
 }
 

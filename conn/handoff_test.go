@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/poller"
 )
 
 // blockingWriter answers its first input by writing size bytes of
@@ -173,9 +174,18 @@ func (h *handedOff) OnData(c *conn.Conn) {
 // elsewhere are offered again by Wake, with no more input arriving; after
 // the connection's end Wake reports net.ErrClosed.
 func TestWake(t *testing.T) {
+	for _, topo := range []poller.Topology{poller.PerWaiter, poller.Shared, poller.Stealing} {
+		t.Run(topo.String(), func(t *testing.T) { testWake(t, topo) })
+	}
+}
+
+// testWake is TestWake on one topology, with three waiters: on a shared
+// set the offer may run on a waiter other than the connection's last
+// one, and must read its own waiter's input (the race detector checks).
+func testWake(t *testing.T, topo poller.Topology) {
 	forEachNetwork(t, func(t *testing.T, network string) {
 		h := &handedOff{wakes: make(chan error, 8)}
-		_, addr := newServer(t, h, conn.Options{}, network)
+		_, addr := newServer(t, h, conn.Options{Poller: poller.Options{Topology: topo, Waiters: 3}}, network)
 		nc := dial(t, addr)
 		nc.Write([]byte("R001R002R003"))
 		if got := readFull(t, nc, 12); string(got) != "A001A002A003" {

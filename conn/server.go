@@ -396,7 +396,14 @@ func (s *Server) event(c *Conn, e poller.Event) {
 	} else if e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 {
 		s.read(c, e)
 	}
-	if drained || c.flags.Load()&flagFinishing != 0 {
+	if f := c.flags.Load(); f&(flagWake|flagWakeDrain) != 0 {
+		c.mu.Lock()
+		f = c.flags.Load()
+		c.flags.And(^uint32(flagWake | flagWakeDrain))
+		c.updateLocked()
+		c.mu.Unlock()
+		s.resumeOffer(c, drained || f&flagWakeDrain != 0, f&flagWake != 0)
+	} else if drained || c.flags.Load()&flagFinishing != 0 {
 		s.resume(c, drained)
 	}
 }
@@ -443,11 +450,15 @@ func (s *Server) flush(c *Conn) (drained bool) {
 // (after a drain), then offers OnData the input it left when Writable told
 // it to stop; a finishing connection whose handler has answered all it can
 // is closed.
-func (s *Server) resume(c *Conn, drained bool) {
+func (s *Server) resume(c *Conn, drained bool) { s.resumeOffer(c, drained, false) }
+
+// resumeOffer is resume; always offers OnData even with no input left
+// (Wake).
+func (s *Server) resumeOffer(c *Conn, drained, always bool) {
 	if d, ok := c.handler().(Drainer); drained && ok && c.live() {
 		s.offer(c, nil, d)
 	}
-	if len(c.in) > 0 && c.live() {
+	if (len(c.in) > 0 || always) && c.live() {
 		s.offer(c, nil, nil)
 	}
 	if c.flags.Load()&flagTLS != 0 && c.live() {

@@ -625,7 +625,7 @@ func TestStalledReaders(t *testing.T) {
 	if got := readAll(c); !strings.HasSuffix(got, "Hello, World!") {
 		t.Fatalf("light request answered %q", got)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("a light request took %v behind 50 stalled readers", d)
 	}
 }
@@ -648,5 +648,48 @@ func TestShutdownTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("Shutdown returned after %v, its context ended after 300ms", d)
+	}
+}
+
+// TestHalfClosePipelined: requests pipelined behind an upload served on
+// a goroutine, and behind a response larger than the output bound, are
+// all answered after the client's FIN, and then the connection closes at
+// once, not at the idle timeout.
+func TestHalfClosePipelined(t *testing.T) {
+	big := bytes.Repeat([]byte("b"), 8<<20)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		time.Sleep(50 * time.Millisecond)
+		fmt.Fprint(w, n)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { w.Write(big) })
+	mux.HandleFunc("/light", hello)
+	addr := serve(t, &httpd.Server{Handler: mux, IdleTimeout: time.Minute})
+	for _, first := range []string{
+		fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", 200<<10, make([]byte, 200<<10)),
+		"GET /big HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		c := rawConn(t, addr)
+		start := time.Now()
+		go func() {
+			io.WriteString(c, first+"GET /light HTTP/1.1\r\nHost: x\r\n\r\nGET /light HTTP/1.1\r\nHost: x\r\n\r\n")
+			c.(*net.TCPConn).CloseWrite()
+		}()
+		time.Sleep(20 * time.Millisecond) // the FIN arrives while the first is served
+		br := bufio.NewReader(c)
+		for i := range 3 {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("response %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+		}
+		if rest, err := io.ReadAll(br); len(rest) != 0 || err != nil {
+			t.Fatalf("after the responses: %q, %v; want EOF", rest, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the connection closed after %v", d)
+		}
 	}
 }

@@ -73,6 +73,9 @@ type hconn struct {
 	remote string
 	// pendingClose: close once out is written.
 	pendingClose bool
+	// eof: the client closed its side; close once what it sent before
+	// is answered.
+	eof bool
 }
 
 // parser is what parsing one request needs, pooled: a connection holds
@@ -121,10 +124,19 @@ func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
 	}
 }
 
-// OnDrain wakes a request's goroutine waiting for the output queue.
+// OnDrain wakes a request's goroutine waiting for the output queue. After
+// the client's FIN it also finishes what OnData would: conn offers OnData
+// only input left, and there may be none.
 func (h *handler) OnDrain(c *conn.Conn) {
-	if hc, ok := c.Value().(*hconn); ok && hc.st != nil {
+	hc, ok := c.Value().(*hconn)
+	if !ok {
+		return
+	}
+	if hc.st != nil {
 		hc.st.drained()
+	}
+	if hc.eof {
+		h.OnData(c)
 	}
 }
 
@@ -141,19 +153,29 @@ func (h *handler) OnTimeout(c *conn.Conn) {
 	c.Close()
 }
 
-// OnReadEOF: the client closed its side. What it sent before is answered
-// (OnData was offered all of it); a body still expected never comes.
+// OnReadEOF: the client closed its side. What it sent before is answered:
+// OnData was offered all of it, and requests it left, held back by flow
+// control or behind a request served on a goroutine, come again (the
+// drain, Wake); the connection closes once none is left (closeIfDone). A
+// body still expected never comes.
 func (h *handler) OnReadEOF(c *conn.Conn) {
 	hc := c.Value().(*hconn)
+	hc.eof = true
 	if hc.st != nil {
 		hc.st.eof()
-		if hc.state == csStream || hc.state == csHijacked {
-			return // its goroutine closes the connection when done
-		}
+		c.Wake() // a stream that has finished becomes idle in OnData
+		return
 	}
-	hc.pendingClose = true
-	if hc.state == csIdle {
-		c.Close()
+	hc.closeIfDone()
+}
+
+// closeIfDone closes the connection after the client's FIN once nothing
+// it sent is left to answer: no request runs, and none is held back by
+// flow control (what is left is a request that can never complete).
+func (hc *hconn) closeIfDone() {
+	if hc.eof && hc.state == csIdle && hc.c.Writable() {
+		hc.state = csClosing
+		hc.c.Close()
 	}
 }
 
@@ -194,6 +216,7 @@ func (h *handler) OnData(c *conn.Conn) {
 		hc.state = csClosing
 		c.Close()
 	}
+	hc.closeIfDone()
 	if hc.state == csIdle && c.Buffered() == 0 && hc.p != nil {
 		hc.h.parsers.Put(hc.p)
 		hc.p = nil

@@ -301,8 +301,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// When ctx ends, conn resets what is left; the requests' contexts
 	// end with it, so that handlers waiting on them return.
 	stop := context.AfterFunc(ctx, h.cancel)
-	defer stop()
 	_, _, err := cs.Shutdown(ctx)
+	if !stop() && err == nil {
+		// The requests were cancelled, and ended before conn saw the
+		// context's end: not a graceful shutdown either.
+		err = ctx.Err()
+	}
 	return err
 }
 

@@ -107,17 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if *verbose {
 		h = logRequests(logger, h)
 	}
-	// Every request's context derives from base, cancelled when the
-	// graceful part of a shutdown is over: a handler that watches
-	// r.Context() (the /download and /stream ones do) stops then, rather
-	// than when its client has taken gigabytes. httpd's Shutdown does not
-	// cancel request contexts itself when its context ends while a
-	// handler is still running (see the report in examples/httpd's
-	// TestRunShutdown).
-	base, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
-	srv := &httpd.Server{Addr: *addr, Handler: h, ErrorLog: logger,
-		BaseContext: func(net.Listener) context.Context { return base }}
+	srv := &httpd.Server{Addr: *addr, Handler: h, ErrorLog: logger}
 	var ca *localCA
 	if *selfSigned {
 		var err error
@@ -166,18 +156,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
-	stopBase := context.AfterFunc(sctx, cancelBase)
-	defer stopBase()
+	// When sctx ends, Shutdown cancels every request's context and
+	// resets what is left: a handler that watches r.Context() (the
+	// /download and /stream ones do) or writes stops then, rather than
+	// when its client has taken gigabytes.
 	serr := srv.Shutdown(sctx)
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	switch {
-	case serr == nil && base.Err() == nil:
+	case serr == nil:
 		fmt.Fprintf(stdout, "httpd: shut down cleanly in %v: every request in progress finished\n", time.Since(start).Round(time.Millisecond))
-	case serr == nil || errors.Is(serr, context.DeadlineExceeded):
-		// serr is nil when cancelling the requests let them end just
-		// before Shutdown's own deadline.
+	case errors.Is(serr, context.DeadlineExceeded):
 		fmt.Fprintf(stdout, "httpd: shutdown timed out after %v: the requests still in progress were cancelled, their connections reset\n", *grace)
 	default:
 		return fmt.Errorf("shutdown: %w", serr)

@@ -485,9 +485,9 @@ func TestRunShutdown(t *testing.T) {
 		rerr := wait()
 		took := time.Since(t0)
 		t.Logf("endless %v: run returned after %v", endless, took)
-		// The grace is 1 s; the handler stops at its next read of the
-		// pattern once its context is cancelled. Without run's
-		// BaseContext, httpd's Shutdown waits for the whole 16 GiB.
+		// The grace is 1 s; when it ends, Shutdown cancels the
+		// handler's context and resets its connection, so the handler
+		// stops, rather than after the whole 16 GiB.
 		if took > 6*time.Second {
 			t.Errorf("endless %v: run returned %v after the signal, with -shutdown-timeout 1s", endless, took)
 		}
