@@ -210,8 +210,14 @@ func (c *Conn) startDeadlines() {
 	}
 	c.mu.Lock()
 	now := c.s.clock()
-	c.ext().idle, c.progress = int64(o.IdleTimeout), now
-	if o.ReadTimeout > 0 {
+	// The connection is registered already, so on a shared set its first
+	// event may have run on another waiter, and its handler set its own
+	// deadlines, before this: those stay.
+	own := c.flags.Load()&flagDeadlines != 0
+	if x := c.ext(); !own || x.idle == 0 {
+		x.idle, x.progress = int64(o.IdleTimeout), now
+	}
+	if o.ReadTimeout > 0 && (!own || c.readAt == 0) {
 		c.readAt = now + int64(o.ReadTimeout)
 	}
 	c.flags.Or(flagDeadlines)

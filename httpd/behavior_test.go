@@ -221,7 +221,8 @@ func TestPipelineFloodNoReading(t *testing.T) {
 // TestSlowloris: 100 connections sending a head a byte every 50 ms are
 // closed at ReadHeaderTimeout, while other clients are served.
 func TestSlowloris(t *testing.T) {
-	addr := serve(t, &httpd.Server{Handler: http.HandlerFunc(hello), ReadHeaderTimeout: 300 * time.Millisecond})
+	srv := &httpd.Server{Handler: http.HandlerFunc(hello), ReadHeaderTimeout: 300 * time.Millisecond}
+	addr := serve(t, srv)
 	head := "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 1000) + "\r\n\r\n"
 	closed := make(chan time.Duration, 100)
 	for range 100 {
@@ -256,7 +257,7 @@ func TestSlowloris(t *testing.T) {
 				t.Fatalf("a slowloris connection lasted %v, ReadHeaderTimeout is 300ms", d)
 			}
 		case <-time.After(timeout):
-			t.Fatal("slowloris connections still open")
+			t.Fatalf("slowloris connections still open: %+v", srv.Transport().Stats())
 		}
 	}
 }

@@ -428,6 +428,14 @@ func (w *response) sendWith(p []byte, crlfAfter bool) error {
 	case p == nil && len(*w.out) > 0:
 		_, err = c.Write(*w.out)
 	case p != nil:
+		if w.st == nil && c.Queued() > 0 {
+			// A large body written inline goes to the socket as it
+			// takes it: queued behind earlier output, each write would
+			// be copied into a queue growing to HighWater.
+			if err = c.Flush(w.ctx); err != nil {
+				break
+			}
+		}
 		bufs := [][]byte{*w.out, p}
 		if crlfAfter {
 			bufs = append(bufs, crlf)
