@@ -325,35 +325,10 @@ func decodeAll(d *h1.ChunkedDecoder, src []byte, dst *[]byte) (int, error) {
 	}
 }
 
-// isUpgrade reports a request that asks to switch protocols (other than
-// to h2c, which is not served: RFC 9110 section 7.8 lets a server ignore
-// Upgrade) or is a CONNECT: its handler may Hijack the connection.
+// isUpgrade reports a request that asks to switch protocols (the parser
+// leaves h2c out) or is a CONNECT: its handler may Hijack the connection.
 func isUpgrade(req *h1.Request) bool {
-	if string(req.Method) == "CONNECT" {
-		return true
-	}
-	for _, f := range req.Fields {
-		if len(f.Name) == 7 && asciiEqualFold(f.Name, "upgrade") && !asciiEqualFold(f.Value, "h2c") {
-			return true
-		}
-	}
-	return false
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+	return req.Upgrade || string(req.Method) == "CONNECT"
 }
 
 // run runs the handler for w's request, recovering a panic as net/http

@@ -288,6 +288,9 @@ func (st *stream) Read(p []byte) (int, error) {
 			if len(st.pipe) > st.r {
 				break
 			}
+			if errors.Is(err, errBodyStalled) {
+				st.closing = true // the rest of the body cannot be framed now
+			}
 			st.mu.Unlock()
 			return 0, err
 		}
@@ -333,9 +336,6 @@ func (st *stream) waitFor(ch <-chan struct{}, deadline time.Time) error {
 		return errConnClosed
 	case <-t.C:
 		if stalled {
-			st.mu.Lock()
-			st.closing = true
-			st.mu.Unlock()
 			return errors.Join(errBodyStalled, os.ErrDeadlineExceeded)
 		}
 		return os.ErrDeadlineExceeded
@@ -359,9 +359,7 @@ func (st *stream) waitDrain(ctx context.Context) error {
 			c.Abort()
 			return os.ErrDeadlineExceeded
 		case errors.Is(err, errBodyStalled):
-			st.mu.Lock()
-			st.closing = false // output moved: not a stall
-			st.mu.Unlock()
+			// Output moved meanwhile: not a stall.
 		default:
 			return err
 		}

@@ -72,79 +72,62 @@ func (r *Request) Header() http.Header {
 func commonKey(name []byte) string {
 	switch len(name) {
 	case 4:
-		if equalFold(name, "host") {
+		if eqFold(name, "host") {
 			return "Host"
 		}
 	case 6:
 		switch {
-		case equalFold(name, "accept"):
+		case eqFold(name, "accept"):
 			return "Accept"
-		case equalFold(name, "cookie"):
+		case eqFold(name, "cookie"):
 			return "Cookie"
-		case equalFold(name, "origin"):
+		case eqFold(name, "origin"):
 			return "Origin"
-		case equalFold(name, "pragma"):
+		case eqFold(name, "pragma"):
 			return "Pragma"
 		}
 	case 7:
 		switch {
-		case equalFold(name, "referer"):
+		case eqFold(name, "referer"):
 			return "Referer"
-		case equalFold(name, "upgrade"):
+		case eqFold(name, "upgrade"):
 			return "Upgrade"
 		}
 	case 10:
 		switch {
-		case equalFold(name, "user-agent"):
+		case eqFold(name, "user-agent"):
 			return "User-Agent"
-		case equalFold(name, "connection"):
+		case eqFold(name, "connection"):
 			return "Connection"
 		}
 	case 12:
-		if equalFold(name, "content-type") {
+		if eqFold(name, "content-type") {
 			return "Content-Type"
 		}
 	case 13:
 		switch {
-		case equalFold(name, "authorization"):
+		case eqFold(name, "authorization"):
 			return "Authorization"
-		case equalFold(name, "cache-control"):
+		case eqFold(name, "cache-control"):
 			return "Cache-Control"
 		}
 	case 14:
-		if equalFold(name, "content-length") {
+		if eqFold(name, "content-length") {
 			return "Content-Length"
 		}
 	case 15:
 		switch {
-		case equalFold(name, "accept-encoding"):
+		case eqFold(name, "accept-encoding"):
 			return "Accept-Encoding"
-		case equalFold(name, "accept-language"):
+		case eqFold(name, "accept-language"):
 			return "Accept-Language"
 		}
 	case 17:
-		if equalFold(name, "transfer-encoding") {
+		if eqFold(name, "transfer-encoding") {
 			return "Transfer-Encoding"
 		}
 	}
 	return ""
-}
-
-// equalFold reports whether b is lower, ASCII-case-insensitively.
-func equalFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // URL returns the request-target parsed as net/http's server does for

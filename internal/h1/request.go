@@ -84,6 +84,10 @@ type Request struct {
 	Close bool
 	// Continue reports Expect: 100-continue on HTTP/1.1.
 	Continue bool
+	// Upgrade reports an Upgrade field naming a protocol other than h2c
+	// (RFC 9110 section 7.8). HTTP/2 over cleartext is not served, and a
+	// server may ignore Upgrade, so h2c alone does not count.
+	Upgrade bool
 
 	clText []byte // the first Content-Length value
 	st     state
@@ -116,6 +120,7 @@ type state struct {
 	connClose, connKeepAlive bool
 	expectContinue           bool
 	expectOther              bool
+	upgrade                  bool
 }
 
 type span struct{ lo, hi int }
@@ -374,6 +379,12 @@ func (r *Request) framingField(buf []byte, f fieldSpan) error {
 				s.connKeepAlive = s.connKeepAlive || eqFold(e, "keep-alive")
 			})
 		}
+	case len("upgrade"):
+		if eqFold(name, "upgrade") {
+			forEachElement(value, func(e []byte) {
+				s.upgrade = s.upgrade || len(e) > 0 && !eqFold(e, "h2c")
+			})
+		}
 	case len("expect"):
 		if eqFold(name, "expect") {
 			forEachElement(value, func(e []byte) {
@@ -505,6 +516,7 @@ func (r *Request) finish(buf []byte) error {
 	r.Chunked = s.te
 	r.Close = s.connClose || (r.Minor == 0 && !s.connKeepAlive)
 	r.Continue = s.expectContinue && r.Minor >= 1
+	r.Upgrade = s.upgrade
 	return nil
 }
 

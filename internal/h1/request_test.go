@@ -426,3 +426,24 @@ func TestParseAllocs(t *testing.T) {
 		t.Errorf("Parse allocates %v times per head, want 0", a)
 	}
 }
+
+// TestUpgrade: Upgrade reports a protocol switch asked for, h2c aside.
+func TestUpgrade(t *testing.T) {
+	for value, want := range map[string]bool{
+		"websocket":      true,
+		"WebSocket":      true,
+		"h2c":            false,
+		"H2C":            false,
+		"h2c, websocket": true,
+		"":               false,
+	} {
+		var r Request
+		head := "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: " + value + "\r\n\r\n"
+		if _, err := r.Parse([]byte(head), Limits{}); err != nil {
+			t.Fatalf("Upgrade: %q: %v", value, err)
+		}
+		if r.Upgrade != want {
+			t.Errorf("Upgrade: %q: Upgrade %v, want %v", value, r.Upgrade, want)
+		}
+	}
+}
