@@ -42,6 +42,7 @@ type handler struct {
 	parsers   sync.Pool // *parser
 	outBufs   sync.Pool // *[]byte, inline output
 	responses sync.Pool // *response, of inline requests
+	switched  switchedSet
 }
 
 // The states of a connection, owned by its waiter.
@@ -49,6 +50,7 @@ const (
 	csIdle     = iota // between requests, or reading a head
 	csStream          // a request is served on a goroutine (hconn.st)
 	csHijacked        // the handler took the connection (Hijack)
+	csSwitched        // a Protocol serves the connection (Switch): hconn.up
 	csClosing         // the last response is written; closing
 )
 
@@ -68,6 +70,7 @@ type hconn struct {
 	// written; nil outside OnData.
 	out *[]byte
 	st  *stream
+	up  Protocol // after Switch
 	nc  *netConn // for ConnState and Hijack, made on first use
 	// remote is the client's address, for Request.RemoteAddr.
 	remote string
@@ -107,7 +110,7 @@ func (h *handler) getOut() *[]byte {
 	return &b
 }
 
-func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
+func (h *handler) OnClose(c *conn.Conn, reason conn.Reason, err error) {
 	hc, ok := c.Value().(*hconn)
 	if !ok {
 		return // a TLS handshake that failed: OnOpen never ran
@@ -116,8 +119,14 @@ func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
 		hc.h.parsers.Put(hc.p)
 		hc.p = nil
 	}
+	up := hc.up
 	if hc.st != nil {
-		hc.st.end(errConnClosed)
+		up = hc.st.end(errConnClosed)
+	}
+	if up != nil {
+		h.switched.remove(hc)
+		up.OnClose(c, reason, err)
+		return
 	}
 	if hc.state != csHijacked {
 		h.connState(hc, http.StateClosed)
@@ -130,6 +139,12 @@ func (h *handler) OnClose(c *conn.Conn, _ conn.Reason, _ error) {
 func (h *handler) OnDrain(c *conn.Conn) {
 	hc, ok := c.Value().(*hconn)
 	if !ok {
+		return
+	}
+	if hc.up != nil {
+		if d, ok := hc.up.(conn.Drainer); ok {
+			d.OnDrain(c)
+		}
 		return
 	}
 	if hc.st != nil {
@@ -146,6 +161,14 @@ func (h *handler) OnDrain(c *conn.Conn) {
 // again while it drains. An idle one is closed gracefully.
 func (h *handler) OnTimeout(c *conn.Conn) {
 	hc := c.Value().(*hconn)
+	if hc.up != nil {
+		if t, ok := hc.up.(conn.Timeouter); ok {
+			t.OnTimeout(c)
+		} else {
+			c.Close()
+		}
+		return
+	}
 	if hc.heading || hc.st != nil || hc.p != nil || c.Queued() > 0 {
 		c.Abort()
 		return
@@ -160,6 +183,14 @@ func (h *handler) OnTimeout(c *conn.Conn) {
 // body still expected never comes.
 func (h *handler) OnReadEOF(c *conn.Conn) {
 	hc := c.Value().(*hconn)
+	if hc.up != nil {
+		if hcl, ok := hc.up.(conn.HalfCloser); ok {
+			hcl.OnReadEOF(c)
+		} else {
+			c.Close()
+		}
+		return
+	}
 	hc.eof = true
 	if hc.st != nil {
 		hc.st.eof()
@@ -181,8 +212,12 @@ func (hc *hconn) closeIfDone() {
 
 func (h *handler) OnData(c *conn.Conn) {
 	hc := c.Value().(*hconn)
-	if hc.st != nil && !hc.feed() {
+	if hc.st != nil && !hc.feed() && hc.up == nil {
 		return // the stream's request still runs, or its body is still arriving
+	}
+	if hc.up != nil {
+		hc.up.OnData(c)
+		return
 	}
 	if hc.state != csIdle {
 		return

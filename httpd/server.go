@@ -301,6 +301,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// When ctx ends, conn resets what is left; the requests' contexts
 	// end with it, so that handlers waiting on them return.
 	stop := context.AfterFunc(ctx, h.cancel)
+	h.switched.shutdown()
 	_, _, err := cs.Shutdown(ctx)
 	if !stop() && err == nil {
 		// The requests were cancelled, and ended before conn saw the

@@ -67,6 +67,7 @@ type stream struct {
 	deadline time.Time
 	finished bool // the handler returned (or the hijacker closed)
 	hijacked bool
+	switched Protocol // Switch was called: the connection is its once the handler returns
 	closing  bool // the connection closes once the response is out
 	ended    bool // gone is closed
 }
@@ -125,6 +126,14 @@ func (hc *hconn) startStream(n int) bool {
 		hc.run(w, r)
 		st.mu.Lock()
 		st.finished = true
+		if st.switched != nil {
+			st.mu.Unlock()
+			// The connection is the Protocol's: feed hands it over.
+			st.release()
+			st.resume()
+			st.unhold()
+			return
+		}
 		hijacked := st.hijacked
 		// A body whose 100 Continue was never sent is not coming.
 		st.closing = st.closing || w.closeAfter || st.bodyErr == nil && st.cont
@@ -154,6 +163,18 @@ func (st *stream) release() { st.token.Do(func() { <-st.hc.h.streams }) }
 func (hc *hconn) feed() bool {
 	st, c := hc.st, hc.c
 	st.mu.Lock()
+	if p := st.switched; p != nil {
+		finished := st.finished
+		if !finished && !st.paused {
+			st.paused = true
+			c.PauseRead() // until the handler returns (resume)
+		}
+		st.mu.Unlock()
+		if finished {
+			hc.takeSwitch(p)
+		}
+		return false
+	}
 	if st.hijacked {
 		for c.Buffered() > 0 && len(st.pipe)-st.r < pipeBytes {
 			b, _ := c.Peek(c.Buffered())
@@ -404,18 +425,19 @@ func (st *stream) eof() {
 }
 
 // end records the connection's end: waits end, the context is cancelled.
-func (st *stream) end(err error) {
+func (st *stream) end(err error) Protocol {
 	st.mu.Lock()
 	if !st.ended {
 		st.ended = true
 		close(st.gone)
 	}
-	hijacked := st.hijacked
+	hijacked, p := st.hijacked, st.switched
 	st.mu.Unlock()
 	st.ctx.cancel(nil)
 	if hijacked {
 		st.release()
 	}
+	return p
 }
 
 func signal(ch chan struct{}) {

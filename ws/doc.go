@@ -1,0 +1,62 @@
+// Package ws serves WebSocket (RFC 6455) connections, with
+// permessage-deflate (RFC 7692), on an httpd.Server: event-driven, as
+// package conn is, so that an idle connection holds no goroutine and
+// tens of thousands of mostly idle connections cost little memory.
+//
+// An echo server:
+//
+//	type echo struct{ ws.BaseHandler }
+//
+//	func (echo) OnMessage(c *ws.Conn, op ws.Opcode, data []byte) {
+//		c.WriteMessage(op, data)
+//	}
+//
+//	func main() {
+//		http.Handle("/echo", &ws.Upgrader{Handler: echo{}})
+//		log.Fatal(httpd.ListenAndServe("127.0.0.1:8081", nil))
+//	}
+//
+// Guarantees:
+//
+//   - Messages arrive whole: OnMessage runs once per message, its
+//     fragments reassembled, inflated if compressed, under
+//     Upgrader.MaxMessageSize (1009 beyond it, before and after
+//     inflating, so a compression bomb stops at the limit). A message that
+//     arrives whole in one read is delivered from the read buffer without
+//     a copy.
+//   - The protocol is enforced strictly: unmasked client frames, reserved
+//     bits and opcodes, fragmented or oversized control frames, and
+//     fragments out of order fail the connection with 1002; text that is
+//     not UTF-8 fails it with 1007 at the first invalid byte, also across
+//     fragments and within a frame still arriving; close codes that may
+//     not be sent fail it with 1002. Pings are answered with pongs.
+//   - Writes never block and are bounded. WriteMessage, WritePrepared,
+//     Ping and Close may be called from any goroutine; each frame is
+//     queued whole on conn's queue. A peer that leaves more than conn's
+//     Options.HighWater unread stops being read (so it cannot make the
+//     server buffer its input either); a write that would take its queue
+//     past Options.MaxQueued resets it (ErrSlowReader), so a client that
+//     never reads costs at most MaxQueued however much is broadcast.
+//     OnMessage handlers that reply are flow-controlled as conn's are:
+//     frames are parsed only while the queue is below HighWater.
+//   - No write reaches a reused descriptor, and nothing runs for a
+//     connection after OnClose (conn's guarantees).
+//   - The close handshake completes: a peer's close frame is answered
+//     (its code echoed) and the connection closed; Close waits for the
+//     peer's answer at most Upgrader.CloseTimeout. httpd.Server.Shutdown
+//     sends 1001 to every connection.
+//
+// # Broadcast
+//
+// NewPreparedMessage encodes a message once; WritePrepared queues the
+// same bytes on each connection, and for connections that agreed
+// compression the message is compressed once too.
+//
+// # Memory
+//
+// An idle connection holds its conn.Conn, the HTTP layer's state and a
+// Conn: no goroutine, no buffer. A message in progress holds a pooled
+// buffer until it is delivered. With Upgrader.ContextTakeover each
+// compressing connection keeps the last 32 KiB it received. Compressors
+// and decompressors are pooled, never kept per connection.
+package ws
