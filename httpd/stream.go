@@ -68,8 +68,8 @@ type stream struct {
 	finished bool // the handler returned (or the hijacker closed)
 	hijacked bool
 	switched Protocol // Switch was called: the connection is its once the handler returns
-	closing  bool // the connection closes once the response is out
-	ended    bool // gone is closed
+	closing  bool     // the connection closes once the response is out
+	ended    bool     // gone is closed
 }
 
 // startStream serves the request whose head is the first n bytes of the
