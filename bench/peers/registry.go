@@ -17,7 +17,11 @@
 // stealing (a set per waiter whose registrations any waiter may run),
 // gnet, netpoll and net; and HTTP/1.1 servers (gracepoll's httpd, fasthttp,
 // nbio's nbhttp, net/http, hertz; HTTPHandler) under wrk, an open-loop
-// client, idle keep-alive connections and TLS. The TLS servers serve a
+// client, idle keep-alive connections and TLS; and WebSocket servers
+// (gracepoll's ws on httpd, gorilla/websocket, coder/websocket, nbio's
+// websocket, lxzan/gws) by CPU per echoed message, broadcast to 10,000
+// connections and memory per idle connection, under a raw-frame client of
+// this package. The TLS servers serve a
 // self-signed certificate made in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
@@ -54,7 +58,9 @@ type Named struct {
 	Name string
 	// Kind is "echo" or "kv" (the Redis protocol), or "tls-echo" or
 	// "tls-kv", the same over TLS, or "skew" (BenchmarkSkew's frames,
-	// some of them slow; see SkewFrameSize).
+	// some of them slow; see SkewFrameSize), or "http" and "tls-http"
+	// (HTTPHandler's routes), or "ws" (WebSocket: WSPathEcho and
+	// WSPathBroadcast).
 	Kind string
 	// Start starts a plaintext server; StartTLS, set instead for the TLS
 	// kinds, starts a server that serves the certificate.
@@ -116,6 +122,15 @@ var Servers = []Named{
 	// conn) and net/http behind crypto/tls's listener.
 	{"httpd-tls", "tls-http", nil, NewHTTPDTLS},
 	{"net/http-tls", "tls-http", nil, NewNetHTTPTLS},
+	// WebSocket (BenchmarkWSEcho and the others of wsbench_test.go): the
+	// same routes (WSPathEcho, WSPathBroadcast) on gracepoll's ws on
+	// httpd, gorilla/websocket and coder/websocket on net/http, nbio's
+	// websocket on nbhttp and lxzan/gws on net/http.
+	{"ws-gracepoll", "ws", NewWSGracepoll, nil},
+	{"ws-gorilla", "ws", NewWSGorilla, nil},
+	{"ws-coder", "ws", NewWSCoder, nil},
+	{"ws-nbio", "ws", NewWSNbio, nil},
+	{"ws-gws", "ws", NewWSGws, nil},
 }
 
 // Lookup returns the server called name.
