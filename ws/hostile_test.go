@@ -77,14 +77,14 @@ func startServer(t *testing.T, u *ws.Upgrader, opts conn.Options) (srv *httpd.Se
 	return srv, ln.Addr().String()
 }
 
-// rawConn opens a WebSocket connection by hand, so that frames can be
+// hostileConn opens a WebSocket connection by hand, so that frames can be
 // written byte by byte, unmasked or broken.
-type rawConn struct {
+type hostileConn struct {
 	net.Conn
 	br *bufio.Reader
 }
 
-func dialRaw(t *testing.T, addr, extensions string) *rawConn {
+func dialHostile(t *testing.T, addr, extensions string) *hostileConn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, hostileTimeout)
 	if err != nil {
@@ -102,7 +102,7 @@ func dialRaw(t *testing.T, addr, extensions string) *rawConn {
 	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	rc := &rawConn{Conn: c, br: bufio.NewReader(c)}
+	rc := &hostileConn{Conn: c, br: bufio.NewReader(c)}
 	resp, err := http.ReadResponse(rc.br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
@@ -110,8 +110,8 @@ func dialRaw(t *testing.T, addr, extensions string) *rawConn {
 	return rc
 }
 
-// frame encodes a frame, masked with a fixed key when masked is set.
-func frame(fin bool, rsv byte, op ws.Opcode, payload []byte, masked bool) []byte {
+// rawFrame encodes a frame, masked with a fixed key when masked is set.
+func rawFrame(fin bool, rsv byte, op ws.Opcode, payload []byte, masked bool) []byte {
 	b0 := rsv | byte(op)
 	if fin {
 		b0 |= 0x80
@@ -142,7 +142,7 @@ func frame(fin bool, rsv byte, op ws.Opcode, payload []byte, masked bool) []byte
 }
 
 // readFrame reads one server frame.
-func (rc *rawConn) readFrame() (fin bool, rsv byte, op ws.Opcode, payload []byte, err error) {
+func (rc *hostileConn) readFrame() (fin bool, rsv byte, op ws.Opcode, payload []byte, err error) {
 	var h [2]byte
 	if _, err = io.ReadFull(rc.br, h[:]); err != nil {
 		return
@@ -172,7 +172,7 @@ func (rc *rawConn) readFrame() (fin bool, rsv byte, op ws.Opcode, payload []byte
 
 // expectClose reads until the server's close frame, checks its code,
 // and checks that the server then closes the TCP connection.
-func (rc *rawConn) expectClose(t *testing.T, want ws.StatusCode) {
+func (rc *hostileConn) expectClose(t *testing.T, want ws.StatusCode) {
 	t.Helper()
 	for {
 		_, _, op, p, err := rc.readFrame()
@@ -237,19 +237,19 @@ func TestHostileFraming(t *testing.T) {
 		want  ws.StatusCode
 		cause error
 	}{
-		{"unmasked", frame(true, 0, ws.OpText, []byte("hello"), false), ws.StatusProtocolError, ws.ErrProtocol},
+		{"unmasked", rawFrame(true, 0, ws.OpText, []byte("hello"), false), ws.StatusProtocolError, ws.ErrProtocol},
 		{"length 2^63", huge, ws.StatusProtocolError, ws.ErrProtocol},
 		{"length 2^63-1", big, ws.StatusTooBig, ws.ErrTooBig},
-		{"rsv1 without deflate", frame(true, 0x40, ws.OpText, []byte("x"), true), ws.StatusProtocolError, ws.ErrProtocol},
-		{"opcode 3", frame(true, 0, 3, nil, true), ws.StatusProtocolError, ws.ErrProtocol},
-		{"ping 126 bytes", frame(true, 0, ws.OpPing, make([]byte, 126), true), ws.StatusProtocolError, ws.ErrProtocol},
-		{"fragmented ping", frame(false, 0, ws.OpPing, nil, true), ws.StatusProtocolError, ws.ErrProtocol},
-		{"continuation first", frame(true, 0, ws.OpContinuation, []byte("x"), true), ws.StatusProtocolError, ws.ErrProtocol},
-		{"close code 1005", frame(true, 0, ws.OpClose, []byte{0x03, 0xed}, true), ws.StatusProtocolError, ws.ErrProtocol},
-		{"close reason not UTF-8", frame(true, 0, ws.OpClose, []byte{0x03, 0xe8, 0xff}, true), ws.StatusInvalidData, ws.ErrInvalidUTF8},
+		{"rsv1 without deflate", rawFrame(true, 0x40, ws.OpText, []byte("x"), true), ws.StatusProtocolError, ws.ErrProtocol},
+		{"opcode 3", rawFrame(true, 0, 3, nil, true), ws.StatusProtocolError, ws.ErrProtocol},
+		{"ping 126 bytes", rawFrame(true, 0, ws.OpPing, make([]byte, 126), true), ws.StatusProtocolError, ws.ErrProtocol},
+		{"fragmented ping", rawFrame(false, 0, ws.OpPing, nil, true), ws.StatusProtocolError, ws.ErrProtocol},
+		{"continuation first", rawFrame(true, 0, ws.OpContinuation, []byte("x"), true), ws.StatusProtocolError, ws.ErrProtocol},
+		{"close code 1005", rawFrame(true, 0, ws.OpClose, []byte{0x03, 0xed}, true), ws.StatusProtocolError, ws.ErrProtocol},
+		{"close reason not UTF-8", rawFrame(true, 0, ws.OpClose, []byte{0x03, 0xe8, 0xff}, true), ws.StatusInvalidData, ws.ErrInvalidUTF8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := dialRaw(t, addr, "")
+			rc := dialHostile(t, addr, "")
 			rc.Write(tc.bytes)
 			rc.expectClose(t, tc.want)
 			e := rec.nextClose(t)
@@ -268,9 +268,9 @@ func TestHostileFraming(t *testing.T) {
 func TestHostileTrickle(t *testing.T) {
 	_, addr := startServer(t, &ws.Upgrader{Handler: newRecorder()}, conn.Options{})
 	bystander := dialWS(t, addr, nil)
-	rc := dialRaw(t, addr, "")
+	rc := dialHostile(t, addr, "")
 	msg := []byte("trickled one byte at a time ✓")
-	f := frame(true, 0, ws.OpText, msg, true)
+	f := rawFrame(true, 0, ws.OpText, msg, true)
 	done := make(chan error, 1)
 	go func() {
 		for i := range f {
@@ -313,7 +313,7 @@ func TestHostileTrickle(t *testing.T) {
 // TestHostileFragments: 10,000 fragments of one byte make one message.
 func TestHostileFragments(t *testing.T) {
 	_, addr := startServer(t, &ws.Upgrader{Handler: newRecorder()}, conn.Options{})
-	rc := dialRaw(t, addr, "")
+	rc := dialHostile(t, addr, "")
 	var b bytes.Buffer
 	want := make([]byte, 10000)
 	for i := range want {
@@ -322,7 +322,7 @@ func TestHostileFragments(t *testing.T) {
 		if i == 0 {
 			op = ws.OpText
 		}
-		b.Write(frame(i == len(want)-1, 0, op, want[i:i+1], true))
+		b.Write(rawFrame(i == len(want)-1, 0, op, want[i:i+1], true))
 	}
 	if _, err := rc.Write(b.Bytes()); err != nil {
 		t.Fatal(err)
@@ -339,18 +339,18 @@ func TestHostileFragments(t *testing.T) {
 func TestHostileUTF8Split(t *testing.T) {
 	rec := newRecorder()
 	_, addr := startServer(t, &ws.Upgrader{Handler: rec}, conn.Options{})
-	rc := dialRaw(t, addr, "")
+	rc := dialHostile(t, addr, "")
 	// E0 needs A0-BF next: 80 makes an overlong form.
-	rc.Write(frame(false, 0, ws.OpText, []byte("ok \xe0"), true))
-	rc.Write(frame(false, 0, ws.OpContinuation, []byte("\x80\x80 and more"), true))
+	rc.Write(rawFrame(false, 0, ws.OpText, []byte("ok \xe0"), true))
+	rc.Write(rawFrame(false, 0, ws.OpContinuation, []byte("\x80\x80 and more"), true))
 	rc.expectClose(t, ws.StatusInvalidData) // no final fragment was sent
 	if e := rec.nextClose(t); !errors.Is(e, ws.ErrInvalidUTF8) {
 		t.Errorf("OnClose got %v", e)
 	}
 }
 
-// deflate compresses p as one permessage-deflate message.
-func deflate(t *testing.T, p []byte) []byte {
+// deflateMsg compresses p as one permessage-deflate message.
+func deflateMsg(t *testing.T, p []byte) []byte {
 	var b bytes.Buffer
 	w, _ := flate.NewWriter(&b, flate.BestCompression)
 	w.Write(p)
@@ -371,22 +371,22 @@ func TestHostileZipBomb(t *testing.T) {
 	_, addr := startServer(t, &ws.Upgrader{Handler: rec, Compression: true, MaxMessageSize: limit}, conn.Options{})
 	ext := "permessage-deflate; client_no_context_takeover"
 
-	ok := dialRaw(t, addr, ext)
+	ok := dialHostile(t, addr, ext)
 	within := bytes.Repeat([]byte{'z'}, limit)
-	ok.Write(frame(true, 0x40, ws.OpBinary, deflate(t, within), true))
+	ok.Write(rawFrame(true, 0x40, ws.OpBinary, deflateMsg(t, within), true))
 	if _, rsv, op, got, err := ok.readFrame(); err != nil || op != ws.OpBinary || rsv != 0x40 {
 		t.Fatalf("echo of a 1 MiB compressed message: %v rsv %x %v", op, rsv, err)
 	} else if n := len(got); n > limit/100 {
 		t.Errorf("echo sent %d compressed bytes for 1 MiB of one byte", n)
 	}
 
-	bomb := deflate(t, make([]byte, 1000*(limit/100)))
+	bomb := deflateMsg(t, make([]byte, 1000*(limit/100)))
 	t.Logf("bomb: %d bytes inflating to %d (%dx the bomb, %dx the limit)", len(bomb), 1000*(limit/100), 1000*(limit/100)/len(bomb), 1000/100)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	rc := dialRaw(t, addr, ext)
-	rc.Write(frame(true, 0x40, ws.OpBinary, bomb, true))
+	rc := dialHostile(t, addr, ext)
+	rc.Write(rawFrame(true, 0x40, ws.OpBinary, bomb, true))
 	rc.expectClose(t, ws.StatusTooBig)
 	if e := rec.nextClose(t); !errors.Is(e, ws.ErrTooBig) {
 		t.Errorf("OnClose got %v", e)
@@ -492,7 +492,7 @@ func TestHostileNoCloseAnswer(t *testing.T) {
 	rec := newRecorder()
 	u := &ws.Upgrader{Handler: rec, CloseTimeout: 200 * time.Millisecond}
 	_, addr := startServer(t, u, conn.Options{})
-	rc := dialRaw(t, addr, "")
+	rc := dialHostile(t, addr, "")
 	var wc *ws.Conn
 	for wc == nil {
 		rec.conns.Range(func(k, _ any) bool { wc = k.(*ws.Conn); return false })
