@@ -107,6 +107,13 @@ func (c *Conn) nextLocked() int64 {
 // for that time or earlier.
 func (c *Conn) armLocked() {
 	next := c.nextLocked()
+	if next == 0 && c.timerStop != nil {
+		// No deadline left: free the timer now rather than when it
+		// fires, as a connection that drops its deadlines (an upgraded
+		// one) may then idle for hours.
+		c.timerStop()
+		c.timerStop, c.timerAt = nil, 0
+	}
 	if next == 0 || c.state >= stEnding || c.timerAt != 0 && c.timerAt <= next {
 		return
 	}

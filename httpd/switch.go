@@ -87,6 +87,13 @@ func (w *response) switchTo(p Protocol) (*conn.Conn, error) {
 // returned: the waiter calls it from feed.
 func (hc *hconn) takeSwitch(p Protocol) {
 	hc.st, hc.up, hc.state = nil, p, csSwitched
+	// Nothing HTTP is needed any more: a long-lived connection should not
+	// keep the parser (about a kilobyte) or the net.Conn made for Hijack.
+	if hc.p != nil {
+		hc.h.parsers.Put(hc.p)
+		hc.p = nil
+	}
+	hc.nc = nil
 }
 
 // switchedSet is the connections handed to a Protocol, which Shutdown
