@@ -61,6 +61,11 @@ type Conn struct {
 
 	rd reader // the waiter's
 
+	// opening is held while OnOpen runs on the upgrade's goroutine: a
+	// connection reset meanwhile has its OnClose wait for it, so that
+	// OnClose is the handler's last call.
+	opening sync.Mutex
+
 	wmu       sync.Mutex
 	closeSent bool        // our close frame is queued: nothing may follow it
 	end       *CloseError // how it ends, once known; under wmu
@@ -84,9 +89,9 @@ type reader struct {
 
 	dict []byte // the client's window, with context takeover
 
+	started bool // OnData ran once
 	closed  bool // a close frame arrived, or the connection failed: input is dropped
 	pinged  bool // a keep-alive ping is unanswered and no input came since
-	hadData bool
 }
 
 // proto is Conn as conn sees it (httpd.Protocol): its methods are not
@@ -268,12 +273,21 @@ func (w *Conn) fail(code StatusCode, cause error) {
 func (p *proto) OnData(c *conn.Conn) {
 	w := (*Conn)(p)
 	rd := &w.rd
+	if !rd.started {
+		// The first event on the connection's waiter: the keep-alive
+		// starts here, not in Upgrade, where the HTTP handler still
+		// runs and a deadline would be httpd's to handle.
+		rd.started = true
+		if w.u.PingInterval > 0 {
+			c.SetIdleTimeout(w.u.PingInterval)
+		}
+	}
 	if rd.closed {
 		c.Discard(c.Buffered())
 		return
 	}
 	if c.Buffered() > 0 {
-		rd.pinged, rd.hadData = false, true
+		rd.pinged = false
 	}
 	for c.Writable() && !rd.closed {
 		b, _ := c.Peek(c.Buffered())
@@ -535,6 +549,9 @@ func (p *proto) OnReadEOF(c *conn.Conn) {
 // and the connection closed once that is flushed.
 func (p *proto) OnShutdown(c *conn.Conn) {
 	w := (*Conn)(p)
+	w.opening.Lock() // Upgrade has set w.c
+	//lint:ignore SA2001 an empty critical section: Upgrade has returned
+	w.opening.Unlock()
 	w.Close(StatusGoingAway, "server shutting down")
 	c.Close()
 }
@@ -542,6 +559,9 @@ func (p *proto) OnShutdown(c *conn.Conn) {
 // OnClose reports the end to the handler and frees the buffers.
 func (p *proto) OnClose(c *conn.Conn, reason conn.Reason, err error) {
 	w := (*Conn)(p)
+	w.opening.Lock()
+	//lint:ignore SA2001 an empty critical section: OnOpen has returned
+	w.opening.Unlock()
 	w.wmu.Lock()
 	w.closeSent = true
 	e := w.end

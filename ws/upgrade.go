@@ -144,14 +144,13 @@ func (u *Upgrader) Upgrade(w http.ResponseWriter, r *http.Request, h Handler) (*
 			hdr["Sec-Websocket-Extensions"] = []string{params.answer()}
 		}
 	}
+	wc.opening.Lock()
+	defer wc.opening.Unlock()
 	c, err := httpd.Switch(w, (*proto)(wc))
 	if err != nil {
 		return nil, err
 	}
 	wc.c = c
-	if u.PingInterval > 0 {
-		c.SetIdleTimeout(u.PingInterval)
-	}
 	h.OnOpen(wc)
 	return wc, nil
 }
