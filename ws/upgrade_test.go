@@ -183,3 +183,42 @@ func serveMux(t *testing.T, mux *http.ServeMux) string {
 	})
 	return ln.Addr().String()
 }
+
+// slowOpen takes its time in OnOpen and records the order of its calls.
+type slowOpen struct {
+	ws.BaseHandler
+	order chan string
+}
+
+func (h *slowOpen) OnOpen(*ws.Conn) {
+	time.Sleep(200 * time.Millisecond)
+	h.order <- "open"
+}
+
+func (h *slowOpen) OnClose(*ws.Conn, *ws.CloseError) { h.order <- "close" }
+
+// TestOnCloseAfterOnOpen: a client that resets while OnOpen runs (on the
+// upgrade's goroutine) gets OnClose after OnOpen, never before.
+func TestOnCloseAfterOnOpen(t *testing.T) {
+	h := &slowOpen{order: make(chan string, 2)}
+	_, addr := startServer(t, &ws.Upgrader{Handler: h}, conn.Options{})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	buf := make([]byte, 1)
+	c.Read(buf) // the 101 is on its way: OnOpen runs
+	c.(*net.TCPConn).SetLinger(0)
+	c.Close() // a reset
+	for _, want := range []string{"open", "close"} {
+		select {
+		case got := <-h.order:
+			if got != want {
+				t.Fatalf("handler calls out of order: %s before open returned", got)
+			}
+		case <-time.After(hostileTimeout):
+			t.Fatalf("no %s", want)
+		}
+	}
+}
