@@ -56,6 +56,21 @@
 #     BenchmarkHTTPTLS: httpd with TLSConfig vs net/http + crypto/tls,
 #     connections (handshake and one request) and keep-alive requests.
 #     About 11 minutes at HTTP_TIME=5s.
+#   - WebSocket (wsbench_test.go): gracepoll's ws on httpd against
+#     gorilla/websocket and coder/websocket on net/http, nbio's websocket
+#     and lxzan/gws, the same routes on each, no compression, under the
+#     package's own raw-frame client (one epoll loop, every message
+#     checked). BenchmarkWSEcho: 64-byte and 4 KiB binary messages over 50
+#     and 1,000 connections, closed loop, one message in flight per
+#     connection: server CPU per message, msgs/s, p50/p99 round trip, in
+#     WS_ROUNDS interleaved rounds; BenchmarkWSBroadcast: a 64-byte
+#     message to 10,000 connections, WS_BROADCASTS per round, time until
+#     the last connection has it and server CPU per broadcast;
+#     BenchmarkWSIdleMemory: RSS, heap, goroutines and the kernel's
+#     memory per idle connection at 1,000 and 10,000. About 6 minutes.
+#     `bench/run.sh ws` runs this section alone and writes its report to
+#     bench/results/benchmarks-ws.md (raw output: raw-ws.txt), leaving
+#     docs/benchmarks.md as it is.
 #
 # The dispatch variants, echo, connection-cycle, kv, TLS and skew
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
@@ -79,6 +94,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The one argument, if any, names the only section to run.
+only=${1:-}
+case "$only" in
+"" | ws) ;;
+*)
+	echo "usage: bench/run.sh [ws]" >&2
+	exit 2
+	;;
+esac
+
 ROUNDS=${ROUNDS:-3}
 DISPATCH_TIME=${DISPATCH_TIME:-200ms}
 ECHO_TIME=${ECHO_TIME:-1s}
@@ -94,24 +119,33 @@ fi
 HTTP_TIME=${HTTP_TIME:-5s}
 HTTP_ROUNDS=${HTTP_ROUNDS:-$ROUNDS}
 HTTP_HANDSHAKES=${HTTP_HANDSHAKES:-3000}
+WS_TIME=${WS_TIME:-2s}
+WS_ROUNDS=${WS_ROUNDS:-$ROUNDS}
+WS_BROADCASTS=${WS_BROADCASTS:-10}
 
 # BenchmarkKV and BenchmarkTLSKV drive redis-benchmark (Debian's
 # redis-tools) and skip without it.
-if ! command -v redis-benchmark >/dev/null; then
+if [ -z "$only" ] && ! command -v redis-benchmark >/dev/null; then
 	{ apt-get update -qq && apt-get install -y -qq redis-tools; } >/dev/null 2>&1 || true
 fi
-command -v redis-benchmark >/dev/null || echo "redis-benchmark is not installed and could not be: BenchmarkKV and BenchmarkTLSKV will skip" >&2
+[ -n "$only" ] || command -v redis-benchmark >/dev/null || echo "redis-benchmark is not installed and could not be: BenchmarkKV and BenchmarkTLSKV will skip" >&2
 
 # The HTTP benchmarks drive wrk (Debian's wrk) and skip without it.
-if ! command -v wrk >/dev/null; then
+if [ -z "$only" ] && ! command -v wrk >/dev/null; then
 	{ apt-get update -qq && apt-get install -y -qq wrk; } >/dev/null 2>&1 || true
 fi
-command -v wrk >/dev/null || echo "wrk is not installed and could not be: BenchmarkHTTP and BenchmarkHTTPTLS's keep-alive rows will skip" >&2
+[ -n "$only" ] || command -v wrk >/dev/null || echo "wrk is not installed and could not be: BenchmarkHTTP and BenchmarkHTTPTLS's keep-alive rows will skip" >&2
 
 results=$PWD/bench/results
 mkdir -p "$results"
 raw=$results/raw.txt
 meta=$results/meta.txt
+report=docs/benchmarks.md
+if [ -n "$only" ]; then
+	raw=$results/raw-$only.txt
+	meta=$results/meta-$only.txt
+	report=$results/benchmarks-$only.md
+fi
 : >"$raw"
 : >"$meta"
 
@@ -148,7 +182,21 @@ run_peers() {
 	(cd bench/peers && "$@") 2>&1 | tee -a "$raw"
 }
 
-for round in $(seq 1 "$SKEW_ROUNDS"); do
+# ws_section runs the WebSocket benchmarks; the echo and broadcast rounds
+# interleave inside each run (-ws.rounds).
+ws_section() {
+	run_peers go test -run '^$' -bench '^BenchmarkWSEcho$' -benchtime=1x -timeout=60m -ws.time="$WS_TIME" -ws.rounds="$WS_ROUNDS" .
+	run_peers go test -run '^$' -bench '^BenchmarkWSBroadcast$' -benchtime=1x -timeout=60m -ws.rounds="$WS_ROUNDS" -ws.broadcasts="$WS_BROADCASTS" .
+	run_peers go test -run '^$' -bench '^BenchmarkWSIdleMemory$' -benchtime=1x .
+}
+
+# A section run alone runs none of the rounds below.
+all_rounds=$SKEW_ROUNDS
+if [ "$only" = ws ]; then
+	ws_section
+	all_rounds=0
+fi
+for round in $(seq 1 "$all_rounds"); do
 	echo "== round $round of $SKEW_ROUNDS (the skew benchmark's sleep cells only after round $ROUNDS)" >&2
 	if [ "$round" -le "$ROUNDS" ]; then
 		run go test -run '^$' -bench '^BenchmarkDispatchVariants$' -benchtime="$DISPATCH_TIME" ./bench/...
@@ -161,15 +209,18 @@ for round in $(seq 1 "$SKEW_ROUNDS"); do
 		run_peers go test -run '^$' -bench '^BenchmarkSkew$' -benchtime=1x -skew.time="$SKEW_TIME" -skew.work=spin -skew.d="$SKEW_SPIN_D" .
 	fi
 done
-run_peers go test -run '^$' -bench '^Benchmark(IdleMemory|TLSIdleMemory)$' -benchtime=1x .
-run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
-run go test -run '^$' -bench '^BenchmarkReleasePath$' -benchmem -benchtime=20000x ./bench/...
-run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...
-# HTTP/1.1: the rounds interleave inside each run (-http.rounds).
-run_peers go test -run '^$' -bench '^BenchmarkHTTP$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
-run_peers go test -run '^$' -bench '^BenchmarkHTTPOpenLoop$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
-run_peers go test -run '^$' -bench '^BenchmarkHTTPIdleMemory$' -benchtime=1x .
-run_peers go test -run '^$' -bench '^BenchmarkHTTPTLS$' -benchtime=1x -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" -http.tls.handshakes="$HTTP_HANDSHAKES" .
+if [ -z "$only" ]; then
+	run_peers go test -run '^$' -bench '^Benchmark(IdleMemory|TLSIdleMemory)$' -benchtime=1x .
+	run go test -run '^$' -bench '^BenchmarkReleaseLatency$' -benchtime="${LATENCY_N}x" ./bench/...
+	run go test -run '^$' -bench '^BenchmarkReleasePath$' -benchmem -benchtime=20000x ./bench/...
+	run go test -run '^$' -bench '^Benchmark(Dispatch|Churn|Scale|Reclaim)$' -benchtime="$OTHER_TIME" ./bench/...
+	# HTTP/1.1: the rounds interleave inside each run (-http.rounds).
+	run_peers go test -run '^$' -bench '^BenchmarkHTTP$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
+	run_peers go test -run '^$' -bench '^BenchmarkHTTPOpenLoop$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
+	run_peers go test -run '^$' -bench '^BenchmarkHTTPIdleMemory$' -benchtime=1x .
+	run_peers go test -run '^$' -bench '^BenchmarkHTTPTLS$' -benchtime=1x -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" -http.tls.handshakes="$HTTP_HANDSHAKES" .
+	ws_section
+fi
 
 ended=$(date +%s)
 load_after=$(cut -d' ' -f1 /proc/loadavg)
@@ -184,5 +235,5 @@ load_after=$(cut -d' ' -f1 /proc/loadavg)
 	fi
 } >>"$meta"
 
-go run ./bench/cmd/benchreport -raw "$raw" -meta "$meta" -out docs/benchmarks.md
-echo "wrote docs/benchmarks.md; raw output in $raw" >&2
+go run ./bench/cmd/benchreport -raw "$raw" -meta "$meta" -out "$report"
+echo "wrote $report; raw output in $raw" >&2
