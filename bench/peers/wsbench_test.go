@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,18 @@ type wsbEchoRow struct{ size, conns int }
 var wsbEchoRows = []wsbEchoRow{{64, 50}, {64, 1000}, {4096, 50}, {4096, 1000}}
 
 func (r wsbEchoRow) name() string { return fmt.Sprintf("size=%d/conns=%d", r.size, r.conns) }
+
+// wsbStart starts server name for a cell of a WebSocket benchmark, with
+// -serverprofile DIR writing its CPU profile to DIR/NAME-CELL.pprof (the
+// last round's, as each round starts a fresh server).
+func wsbStart(b *testing.B, name, cell string, cpu int) *child {
+	var args []string
+	if *serverProfileDir != "" {
+		file := strings.NewReplacer("/", "-", "=", "").Replace(name + "-" + cell)
+		args = append(args, "-cpuprofile", filepath.Join(*serverProfileDir, file+".pprof"))
+	}
+	return startServer(b, name, cpu, args...)
+}
 
 // wsbServers returns the servers of kind ws, less those -ws.servers
 // leaves out.
@@ -74,11 +87,14 @@ func wsbServers() []Named {
 //   - p50-µs, p99-µs: round-trip latency, write of the message to the
 //     end of its echo;
 //   - steal-%: the time the hypervisor took from the two CPUs over the
-//     cell; the report leaves out a cell above 2 %;
+//     cell, and others-%: the CPU time of everything else on them (other
+//     processes, the kernel's threads), both in percent of one CPU; the
+//     report leaves out a round above 2 % of steal or 10 % of others;
 //   - server-util-% and client-util-%: each side's CPU time over the wall
 //     time; a client near 100 % is the limit of msgs/s.
 //
-// The measurement ignores b.N: run it with -benchtime=1x.
+// -serverprofile DIR writes each server's CPU profile (see wsbStart). The
+// measurement ignores b.N: run it with -benchtime=1x.
 func BenchmarkWSEcho(b *testing.B) {
 	_, clientCPU, err := twoCPUs()
 	if err != nil {
@@ -92,7 +108,7 @@ func BenchmarkWSEcho(b *testing.B) {
 		for _, row := range wsbEchoRows {
 			for _, s := range wsbServers() {
 				b.Run(row.name()+"/"+s.Name, func(b *testing.B) {
-					srv := startServer(b, s.Name, serverCPU)
+					srv := wsbStart(b, s.Name, row.name(), serverCPU)
 					defer func() {
 						if err := srv.stop(); err != nil {
 							b.Error(err)
@@ -121,17 +137,17 @@ func wsbEchoCell(b *testing.B, srv *child, row wsbEchoRow, serverCPU, clientCPU 
 		b.Fatalf("warm-up: %v", err)
 	}
 	var r wsbEchoResult
-	var steal time.Duration
+	var d wsbDisturbance
 	w, err := measure(srv.Pid(), b, func() error {
-		s0, err := stealTime(serverCPU, clientCPU)
+		d0, err := wsbDisturbanceNow(srv.Pid(), serverCPU, clientCPU)
 		if err != nil {
 			return err
 		}
 		if r, err = l.echo(*wsbTime, row.size); err != nil {
 			return err
 		}
-		s1, err := stealTime(serverCPU, clientCPU)
-		steal = s1 - s0
+		d1, err := wsbDisturbanceNow(srv.Pid(), serverCPU, clientCPU)
+		d = d1.since(d0)
 		return err
 	})
 	if err != nil {
@@ -141,8 +157,90 @@ func wsbEchoCell(b *testing.B, srv *child, row wsbEchoRow, serverCPU, clientCPU 
 	b.ReportMetric(float64(r.msgs)/r.wall.Seconds(), "msgs/s")
 	b.ReportMetric(float64(wsbPercentile(r.lat, 0.50).Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(wsbPercentile(r.lat, 0.99).Nanoseconds())/1e3, "p99-µs")
-	b.ReportMetric(100*steal.Seconds()/w.wall.Seconds(), "steal-%")
+	d.report(b)
 	w.report(b)
+}
+
+// wsbDisturbance is what else ran on the two CPUs: the hypervisor's steal
+// and the CPU time of everything but the server and this process (other
+// processes, the kernel's own threads), as totals or over a window.
+type wsbDisturbance struct {
+	at           time.Time
+	wall         time.Duration // of a window
+	steal, busy  time.Duration // of the two CPUs, from /proc/stat
+	server, self time.Duration // the server's and this process's CPU time
+}
+
+// wsbDisturbanceNow reads the counters now.
+func wsbDisturbanceNow(pid int, cpus ...int) (wsbDisturbance, error) {
+	d := wsbDisturbance{at: time.Now()}
+	var err error
+	if d.steal, err = stealTime(cpus...); err != nil {
+		return d, err
+	}
+	if d.busy, err = wsbBusyTime(cpus...); err != nil {
+		return d, err
+	}
+	if d.server, err = ProcessCPUTime(pid); err != nil {
+		return d, err
+	}
+	d.self, err = ProcessCPUTime(os.Getpid())
+	return d, err
+}
+
+// since returns the window from d0 to d.
+func (d wsbDisturbance) since(d0 wsbDisturbance) wsbDisturbance {
+	return wsbDisturbance{at: d0.at, wall: d.at.Sub(d0.at), steal: d.steal - d0.steal, busy: d.busy - d0.busy,
+		server: d.server - d0.server, self: d.self - d0.self}
+}
+
+// report adds steal-% and others-% over a window (see since), both in
+// percent of one CPU over the window's wall time (the two CPUs make 200):
+// above a few percent, the machine, not only the server and the client,
+// decided the window.
+func (d wsbDisturbance) report(b *testing.B) {
+	if d.wall <= 0 {
+		return
+	}
+	others := max(d.busy-d.server-d.self, 0)
+	b.ReportMetric(100*d.steal.Seconds()/d.wall.Seconds(), "steal-%")
+	b.ReportMetric(100*others.Seconds()/d.wall.Seconds(), "others-%")
+}
+
+// wsbBusyTime returns the time cpus spent running anything (user, nice,
+// system, irq and softirq of /proc/stat), summed over cpus, at the
+// kernel's tick resolution.
+func wsbBusyTime(cpus ...int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, c := range cpus {
+		prefix := fmt.Sprintf("cpu%d ", c)
+		found := false
+		for line := range strings.Lines(string(data)) {
+			if !strings.HasPrefix(line, prefix) {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) < 8 {
+				return 0, fmt.Errorf("/proc/stat: %q", line)
+			}
+			for _, i := range []int{1, 2, 3, 6, 7} { // user nice system irq softirq
+				ticks, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
+				}
+				sum += time.Duration(ticks) * time.Second / 100 // USER_HZ
+			}
+			found = true
+		}
+		if !found {
+			return 0, fmt.Errorf("/proc/stat has no line for CPU %d", c)
+		}
+	}
+	return sum, nil
 }
 
 // BenchmarkWSBroadcast measures a broadcast to -ws.fanout (10,000)
@@ -164,7 +262,7 @@ func wsbEchoCell(b *testing.B, srv *child, row wsbEchoRow, serverCPU, clientCPU 
 //     included, its tail until quiet included;
 //   - client-cpu-ms: this process's CPU time while it waited: near
 //     last-ms, the client was the limit;
-//   - steal-% over the whole round, as in BenchmarkWSEcho.
+//   - steal-% and others-% over the whole round, as in BenchmarkWSEcho.
 //
 // Each side holds -ws.fanout connections: it is skipped, saying so, if
 // RLIMIT_NOFILE does not allow them. Run it with -benchtime=1x.
@@ -182,7 +280,7 @@ func BenchmarkWSBroadcast(b *testing.B) {
 		for _, s := range wsbServers() {
 			b.Run(fmt.Sprintf("conns=%d/%s", n, s.Name), func(b *testing.B) {
 				skipUnlessFiles(b, n)
-				srv := startServer(b, s.Name, serverCPU)
+				srv := wsbStart(b, s.Name, "broadcast", serverCPU)
 				defer func() {
 					if err := srv.stop(); err != nil {
 						b.Error(err)
@@ -214,11 +312,10 @@ func wsbBroadcastCell(b *testing.B, srv *child, n, serverCPU, clientCPU int) {
 	if _, err := l.broadcast(ctl, srv.addr, 0); err != nil {
 		b.Fatalf("warm-up: %v", err)
 	}
-	s0, err := stealTime(serverCPU, clientCPU)
+	d0, err := wsbDisturbanceNow(srv.Pid(), serverCPU, clientCPU)
 	if err != nil {
 		b.Fatal(err)
 	}
-	t0 := time.Now()
 	var last, half, scpu, ccpu []float64
 	for i := range *wsbBroadcasts {
 		var r wsbBroadcastResult
@@ -235,19 +332,16 @@ func wsbBroadcastCell(b *testing.B, srv *child, n, serverCPU, clientCPU int) {
 		scpu = append(scpu, w.serverCPU.Seconds()*1e3)
 		ccpu = append(ccpu, w.clientCPU.Seconds()*1e3)
 	}
-	s1, err := stealTime(serverCPU, clientCPU)
+	d1, err := wsbDisturbanceNow(srv.Pid(), serverCPU, clientCPU)
 	if err != nil {
 		b.Fatal(err)
 	}
-	round := time.Since(t0)
 	b.ReportMetric(wsbMedian(last), "last-ms")
 	b.ReportMetric(wsbMedian(half), "half-ms")
 	b.ReportMetric(wsbMedian(scpu), "server-cpu-ms")
 	b.ReportMetric(wsbMedian(ccpu), "client-cpu-ms")
-	// The steal over the round's wall time, waits for quiet included: a
-	// coarse figure (the kernel counts steal in ticks) that still tells a
-	// round the hypervisor disturbed.
-	b.ReportMetric(100*(s1-s0).Seconds()/round.Seconds(), "steal-%")
+	// Over the whole round, waits for quiet included.
+	d1.since(d0).report(b)
 }
 
 // wsbMedian returns the median of vs (vs is sorted in place).
@@ -279,7 +373,10 @@ func wsbMedian(vs []float64) float64 {
 // kernel, the client's and the server's, much the same (the server's has
 // an epoll entry more). It is machine-wide: other processes' allocations
 // meanwhile count too, so it is an estimate, the same for every server in
-// principle. The servers' idle timeouts (nbio 120 s; none for the others)
+// principle. alloc-B/conn is what the server allocated on its Go heap
+// per connection while they opened (runtime.MemStats.TotalAlloc, read in
+// the server process): garbage made at that rate grows the heap, and so
+// the RSS, past the heap kept. The servers' idle timeouts (nbio 120 s; none for the others)
 // are longer than the measurement. 10,000 is skipped, saying so, if
 // RLIMIT_NOFILE does not allow it. Run it with -benchtime=1x.
 func BenchmarkWSIdleMemory(b *testing.B) {
@@ -297,8 +394,12 @@ func BenchmarkWSIdleMemory(b *testing.B) {
 						b.Error(err)
 					}
 				}()
-				var kernel []float64
+				var kernel, alloc []float64
 				idleMemory(b, srv, n, func(m int) (func(), error) {
+					a0, err := srv.ask("mem", "mem")
+					if err != nil {
+						return nil, err
+					}
 					k0, err := wsbKernelMemory()
 					if err != nil {
 						return nil, err
@@ -308,16 +409,21 @@ func BenchmarkWSIdleMemory(b *testing.B) {
 						return nil, err
 					}
 					k1, err := wsbKernelMemory()
+					if err == nil {
+						var a1 map[string]float64
+						if a1, err = srv.ask("mem", "mem"); err == nil && m == n {
+							kernel = append(kernel, float64(k1-k0)/float64(2*n))
+							alloc = append(alloc, (a1["total-alloc"]-a0["total-alloc"])/float64(n))
+						}
+					}
 					if err != nil {
 						wsbClose(conns)
 						return nil, err
 					}
-					if m == n {
-						kernel = append(kernel, float64(k1-k0)/float64(2*n))
-					}
 					return func() { wsbClose(conns) }, nil
 				})
 				b.ReportMetric(wsbMedian(kernel), "kernel-B/conn")
+				b.ReportMetric(wsbMedian(alloc), "alloc-B/conn")
 			})
 		}
 	}

@@ -36,13 +36,30 @@ func wsMemName(n int, server string) string {
 	return fmt.Sprintf("BenchmarkWSIdleMemory/conns=%d/%s", n, server)
 }
 
-// wsCalm returns r's benchmarks names with their disturbed rounds (steal
-// over maxSteal %) left out, count being a unit every round reports; a
+// maxOthers is the most CPU time, in percent of one CPU, that other
+// processes and the kernel's threads may take on the two CPUs in a
+// WebSocket round that counts as undisturbed (others-%).
+const maxOthers = 10.0
+
+// wsDisturbed reports, round by round, whether round i of benchmark name
+// was disturbed: steal over maxSteal %, or others over maxOthers %.
+// count is a unit every round reports.
+func wsDisturbed(r results, name, count string) []bool {
+	steal, others := r[name]["steal-%"], r[name]["others-%"]
+	out := make([]bool, len(r[name][count]))
+	for i := range out {
+		out[i] = (i < len(steal) && steal[i] > maxSteal) || (i < len(others) && others[i] > maxOthers)
+	}
+	return out
+}
+
+// wsCalm returns r's benchmarks names with their disturbed rounds (see
+// wsDisturbed) left out, count being a unit every round reports; a
 // benchmark whose every round was disturbed keeps them all.
 func wsCalm(r results, count string, names ...string) results {
 	out := results{}
 	for _, name := range names {
-		d := httpDisturbed(r, name, count)
+		d := wsDisturbed(r, name, count)
 		keep := make([]bool, len(d))
 		kept := false
 		for i := range d {
@@ -61,7 +78,7 @@ func wsCalm(r results, count string, names ...string) results {
 // wsPair returns a and b in the rounds neither was disturbed, paired round
 // by round for ratioCell; all rounds if that leaves none.
 func wsPair(r results, count, a, b string) results {
-	da, db := httpDisturbed(r, a, count), httpDisturbed(r, b, count)
+	da, db := wsDisturbed(r, a, count), wsDisturbed(r, b, count)
 	if len(da) != len(db) {
 		return results{a: r[a], b: r[b]}
 	}
@@ -92,8 +109,9 @@ func renderWS(w io.Writer, r results) []target {
 		"connection); **gws** v1.8.9 is lxzan/gws's event-driven Upgrader on net/http, each connection's ReadLoop on a "+
 		"goroutine as its README starts it (broadcast with `gws.Broadcaster`). The client is bench/peers' own raw-frame "+
 		"client, one epoll loop on one thread (GOMAXPROCS=1), the same for every server; it masks every frame and checks "+
-		"every message it receives byte for byte. A round is **disturbed** when the hypervisor took more than 2 %% of the "+
-		"two CPUs' time (steal); medians and ranges (min–max) are over the undisturbed rounds (rounds: kept of all, all "+
+		"every message it receives byte for byte. A round is **disturbed** when the hypervisor took more than 2 %% of one "+
+		"CPU's time from the two CPUs (steal) or other processes and the kernel's threads ran on them more than 10 %% "+
+		"of one CPU's time (others: the machine is shared, and they are not pinned away from the benchmark's CPUs); medians and ranges (min–max) are over the undisturbed rounds (rounds: kept of all, all "+
 		"kept when every round was disturbed), ratios' ranges round by round.\n\n", pinnedSetup)
 	var ts []target
 	ts = append(ts, renderWSEcho(w, r)...)
@@ -119,7 +137,7 @@ func renderWSEcho(w io.Writer, r results) []target {
 		}
 	}
 	calm := wsCalm(r, unit, names...)
-	fmt.Fprintf(w, "| row | server | CPU µs/msg | msgs/s | p50 µs | p99 µs | server util %% | client util %% | steal %% (max) | rounds |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| row | server | CPU µs/msg | msgs/s | p50 µs | p99 µs | server util %% | client util %% | steal %% (max) | others %% (max) | rounds |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	rows := false
 	for _, row := range wsEchoRows {
 		for _, s := range wsServers {
@@ -128,13 +146,13 @@ func renderWSEcho(w io.Writer, r results) []target {
 				continue
 			}
 			rows = true
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d |\n", row, wsNames[s], calm.spread(b, unit),
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d |\n", row, wsNames[s], calm.spread(b, unit),
 				calm.spread(b, "msgs/s"), calm.num(b, "p50-µs"), calm.spread(b, "p99-µs"), calm.num(b, "server-util-%"),
-				calm.num(b, "client-util-%"), r.max(b, "steal-%"), calm.runs(b, unit), r.runs(b, unit))
+				calm.num(b, "client-util-%"), r.max(b, "steal-%"), r.max(b, "others-%"), calm.runs(b, unit), r.runs(b, unit))
 		}
 	}
 	if !rows {
-		fmt.Fprintf(w, "| not run | | | | | | | | | |\n\n")
+		fmt.Fprintf(w, "| not run | | | | | | | | | | |\n\n")
 		return nil
 	}
 	bases := []string{"ws-gorilla", "ws-nbio", "ws-gws", "ws-coder"}
@@ -190,7 +208,7 @@ func renderWSBroadcast(w io.Writer, r results) []target {
 		return nil
 	}
 	calm := wsCalm(r, unit, names...)
-	fmt.Fprintf(w, "| server | last ms | vs gorilla | half ms | server CPU ms | client CPU ms | steal %% (max) | rounds |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| server | last ms | vs gorilla | half ms | server CPU ms | client CPU ms | steal %% (max) | others %% (max) | rounds |\n|---|---|---|---|---|---|---|---|---|\n")
 	rows := false
 	g := wsBroadcastName("ws-gorilla")
 	for _, s := range wsServers {
@@ -199,12 +217,12 @@ func renderWSBroadcast(w io.Writer, r results) []target {
 			continue
 		}
 		rows = true
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d of %d |\n", wsNames[s], calm.spread(b, unit),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d of %d |\n", wsNames[s], calm.spread(b, unit),
 			wsPair(r, unit, b, g).ratioCell(b, g, unit), calm.num(b, "half-ms"), calm.spread(b, "server-cpu-ms"),
-			calm.num(b, "client-cpu-ms"), r.max(b, "steal-%"), calm.runs(b, unit), r.runs(b, unit))
+			calm.num(b, "client-cpu-ms"), r.max(b, "steal-%"), r.max(b, "others-%"), calm.runs(b, unit), r.runs(b, unit))
 	}
 	if !rows {
-		fmt.Fprintf(w, "| not run | | | | | | | |\n\n")
+		fmt.Fprintf(w, "| not run | | | | | | | | |\n\n")
 		return nil
 	}
 	fmt.Fprintln(w)

@@ -18,8 +18,10 @@
 // prints "addr 127.0.0.1:port" on stdout. Then it answers lines on stdin,
 // one line on stdout each:
 //
-//	mem      "mem heap-inuse=N heap-objects=N goroutines=N" after a GC
-//	         (runtime.ReadMemStats: the Go heap the server keeps)
+//	mem      "mem heap-inuse=N heap-objects=N goroutines=N total-alloc=N
+//	         mallocs=N" after a GC (runtime.ReadMemStats: the Go heap the
+//	         server keeps, and the bytes and objects it has allocated
+//	         since it started)
 //	reset    "ok": starts a new statistics window of the server's poller
 //	         (poller.ResetStats), if it has one
 //	latency  "latency samples=N p50-ns=N p99-ns=N max-ns=N": the poller's
@@ -133,7 +135,8 @@ func answer(srv peers.Server, cmd string) string {
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		return fmt.Sprintf("mem heap-inuse=%d heap-objects=%d goroutines=%d", m.HeapInuse, m.HeapObjects, runtime.NumGoroutine())
+		return fmt.Sprintf("mem heap-inuse=%d heap-objects=%d goroutines=%d total-alloc=%d mallocs=%d",
+			m.HeapInuse, m.HeapObjects, runtime.NumGoroutine(), m.TotalAlloc, m.Mallocs)
 	case "reset":
 		if hasPoller {
 			ps.Poller().ResetStats()
