@@ -38,13 +38,20 @@ var wsbEchoRows = []wsbEchoRow{{64, 50}, {64, 1000}, {4096, 50}, {4096, 1000}}
 func (r wsbEchoRow) name() string { return fmt.Sprintf("size=%d/conns=%d", r.size, r.conns) }
 
 // wsbStart starts server name for a cell of a WebSocket benchmark, with
-// -serverprofile DIR writing its CPU profile to DIR/NAME-CELL.pprof (the
-// last round's, as each round starts a fresh server).
-func wsbStart(b *testing.B, name, cell string, cpu int) *child {
+// -serverprofile DIR writing its CPU profile to DIR/NAME-CELL.pprof, or
+// if allocs its allocation profile to DIR/NAME-CELL.allocs.pprof (every
+// allocation sampled, which slows it: the memory benchmark's, not the
+// CPU benchmarks'). Each round starts a fresh server: the files are the
+// last round's.
+func wsbStart(b *testing.B, name, cell string, cpu int, allocs bool) *child {
 	var args []string
 	if *serverProfileDir != "" {
-		file := strings.NewReplacer("/", "-", "=", "").Replace(name + "-" + cell)
-		args = append(args, "-cpuprofile", filepath.Join(*serverProfileDir, file+".pprof"))
+		file := filepath.Join(*serverProfileDir, strings.NewReplacer("/", "-", "=", "").Replace(name+"-"+cell))
+		if allocs {
+			args = append(args, "-memprofile", file+".allocs.pprof")
+		} else {
+			args = append(args, "-cpuprofile", file+".pprof")
+		}
 	}
 	return startServer(b, name, cpu, args...)
 }
@@ -108,7 +115,7 @@ func BenchmarkWSEcho(b *testing.B) {
 		for _, row := range wsbEchoRows {
 			for _, s := range wsbServers() {
 				b.Run(row.name()+"/"+s.Name, func(b *testing.B) {
-					srv := wsbStart(b, s.Name, row.name(), serverCPU)
+					srv := wsbStart(b, s.Name, row.name(), serverCPU, false)
 					defer func() {
 						if err := srv.stop(); err != nil {
 							b.Error(err)
@@ -280,7 +287,7 @@ func BenchmarkWSBroadcast(b *testing.B) {
 		for _, s := range wsbServers() {
 			b.Run(fmt.Sprintf("conns=%d/%s", n, s.Name), func(b *testing.B) {
 				skipUnlessFiles(b, n)
-				srv := wsbStart(b, s.Name, "broadcast", serverCPU)
+				srv := wsbStart(b, s.Name, "broadcast", serverCPU, false)
 				defer func() {
 					if err := srv.stop(); err != nil {
 						b.Error(err)
@@ -388,7 +395,7 @@ func BenchmarkWSIdleMemory(b *testing.B) {
 		for _, s := range wsbServers() {
 			b.Run(fmt.Sprintf("conns=%d/%s", n, s.Name), func(b *testing.B) {
 				skipUnlessFiles(b, n)
-				srv := startServer(b, s.Name, serverCPU)
+				srv := wsbStart(b, s.Name, fmt.Sprintf("idle%d", n), serverCPU, true)
 				defer func() {
 					if err := srv.stop(); err != nil {
 						b.Error(err)

@@ -5,7 +5,7 @@
 // so that neither steals CPU from the other and the server's CPU time and
 // memory can be read from outside.
 //
-//	GOMAXPROCS=1 serve -server gracepoll-conn -cpu 0 [-cpuprofile f]
+//	GOMAXPROCS=1 serve -server gracepoll-conn -cpu 0 [-cpuprofile f] [-memprofile f]
 //	GOMAXPROCS=1 serve -server conn-tls -cert cert.pem -key key.pem -cpu 0
 //
 // A TLS server (conn-tls, net-tls, nbio-tls, kv-conn-tls, kv-net-tls,
@@ -57,6 +57,7 @@ func main() {
 	name := flag.String("server", "", "the server to run: "+strings.Join(peers.Names(), ", "))
 	cpu := flag.Int("cpu", -1, "pin the process to this CPU (-1: do not pin)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server's whole run to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the server's whole run to this file at exit")
 	certFile := flag.String("cert", "", "a TLS server's certificate, PEM")
 	keyFile := flag.String("key", "", "a TLS server's private key, PEM")
 	flag.Parse()
@@ -82,6 +83,23 @@ func main() {
 		}
 		defer func() {
 			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fatal(err)
+			}
+		}()
+	}
+	if *memprofile != "" {
+		// Every allocation sampled, so that a per-connection figure is
+		// exact; set before the server allocates anything.
+		runtime.MemProfileRate = 1
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err != nil {
+				fatal(err)
+			}
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fatal(err)
+			}
 			if err := f.Close(); err != nil {
 				fatal(err)
 			}
