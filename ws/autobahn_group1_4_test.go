@@ -10,10 +10,6 @@ import (
 
 // Groups 1-4: framing, pings and pongs, reserved bits, reserved opcodes.
 
-func TestAutobahn1(t *testing.T) { t.Parallel(); runAutobahn(t, abGroup1(), false) }
-func TestAutobahn2(t *testing.T) { t.Parallel(); runAutobahn(t, abGroup2(), false) }
-func TestAutobahn3(t *testing.T) { t.Parallel(); runAutobahn(t, abGroup3(), false) }
-func TestAutobahn4(t *testing.T) { t.Parallel(); runAutobahn(t, abGroup4(), false) }
 
 // abPayload is a payload of n octets for op: '*' for text, 0xfe for
 // binary, as Autobahn's.

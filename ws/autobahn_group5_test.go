@@ -8,7 +8,6 @@ import (
 
 // Group 5: fragmentation.
 
-func TestAutobahn5(t *testing.T) { t.Parallel(); runAutobahn(t, abGroup5(), false) }
 
 func abGroup5() []abCase {
 	f1, f2 := []byte("fragment1"), []byte("fragment2")

@@ -51,6 +51,10 @@ type deflateParams struct {
 	serverNoTakeover, clientNoTakeover bool
 	// serverBits, clientBits: the window sizes, 8-15 (15 when absent).
 	serverBits, clientBits int
+	// serverBitsAsked: the offer named server_max_window_bits, so the
+	// answer must name it too, even at 15, to accept the offer (RFC 7692
+	// section 7.1.2.1); leaving it out answers a different offer.
+	serverBitsAsked bool
 }
 
 // extension is one element of a Sec-WebSocket-Extensions list: a name
@@ -161,7 +165,7 @@ func deflateOffer(e extension) (deflateParams, bool) {
 				return p, false
 			}
 			if k[0] == 's' {
-				p.serverBits = n
+				p.serverBits, p.serverBitsAsked = n, true
 			} else {
 				p.clientBits = n
 			}
@@ -179,7 +183,7 @@ func (p deflateParams) answer() string {
 	if p.clientNoTakeover {
 		s += "; client_no_context_takeover"
 	}
-	if p.serverBits < 15 {
+	if p.serverBits < 15 || p.serverBitsAsked {
 		s += "; server_max_window_bits=" + strconv.Itoa(p.serverBits)
 	}
 	return s
