@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,6 +205,7 @@ func wsiDialCounting(record bool, ch chan<- *wsiCountConn) func(ctx context.Cont
 const (
 	wsiCmdClose = "cmd:close" // the server closes with 4000 "x"
 	wsiCmdProto = "cmd:proto" // the server answers "proto:" and its subprotocol
+	wsiCmdPongs = "cmd:pongs" // gorilla's server answers how many pongs it had
 )
 
 // wsiEcho is the ws.Handler of our echo server. It reports how each
@@ -852,6 +854,9 @@ func TestWSInteropShutdown(t *testing.T) {
 		if _, _, err := (wsiGorilla{g}).read(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
 			t.Errorf("gorilla client %d: %v, want close 1001", i, err)
 		}
+		// As a gorilla application does on a read error: Shutdown waits
+		// for the client's FIN (conn.Conn.Close), not just its close frame.
+		g.Close()
 	}
 	for i, c := range cs {
 		if _, _, err := c.Read(ctx); coder.CloseStatus(err) != coder.StatusGoingAway {
@@ -907,10 +912,14 @@ func (p *wsiPeerServer) nextEnd(t *testing.T) error {
 	}
 }
 
-// wsiGorillaServer echoes with gorilla's Upgrader.
+// wsiGorillaServer echoes with gorilla's Upgrader, writing each message
+// in pieces through a small buffer, so that a message over 512 bytes goes
+// out in frames of 512 (compressed or not), and with a ping among the
+// frames of a message over wsiMidPing bytes: our client must reassemble
+// the fragments and answer the ping on the way (wsiCmdPongs tells).
 func wsiGorillaServer(comp bool) func(chan<- error) http.HandlerFunc {
 	return func(ends chan<- error) http.HandlerFunc {
-		up := &websocket.Upgrader{EnableCompression: comp, Subprotocols: []string{"chat.v2", "chat.v1"}}
+		up := &websocket.Upgrader{EnableCompression: comp, WriteBufferSize: 512, Subprotocols: []string{"chat.v2", "chat.v1"}}
 		return func(w http.ResponseWriter, r *http.Request) {
 			c, err := up.Upgrade(w, r, nil)
 			if err != nil {
@@ -918,6 +927,8 @@ func wsiGorillaServer(comp bool) func(chan<- error) http.HandlerFunc {
 				return
 			}
 			defer c.Close()
+			pongs := 0
+			c.SetPongHandler(func(string) error { pongs++; return nil })
 			for {
 				c.SetReadDeadline(time.Now().Add(ioTimeout))
 				mt, p, err := c.ReadMessage()
@@ -930,8 +941,10 @@ func wsiGorillaServer(comp bool) func(chan<- error) http.HandlerFunc {
 					err = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "x"), time.Now().Add(ioTimeout))
 				case mt == websocket.TextMessage && string(p) == wsiCmdProto:
 					err = c.WriteMessage(mt, []byte("proto:"+c.Subprotocol()))
+				case mt == websocket.TextMessage && string(p) == wsiCmdPongs:
+					err = c.WriteMessage(mt, []byte(strconv.Itoa(pongs)))
 				default:
-					err = c.WriteMessage(mt, p)
+					err = wsiWritePieces(c, mt, p)
 				}
 				if err != nil {
 					ends <- err
@@ -940,6 +953,30 @@ func wsiGorillaServer(comp bool) func(chan<- error) http.HandlerFunc {
 			}
 		}
 	}
+}
+
+// wsiMidPing is where gorilla's server pings in the middle of a message.
+const wsiMidPing = 32000
+
+// wsiWritePieces writes p as one message in pieces of 1000 bytes, pinging
+// after the piece at wsiMidPing.
+func wsiWritePieces(c *websocket.Conn, mt int, p []byte) error {
+	c.SetWriteDeadline(time.Now().Add(ioTimeout))
+	w, err := c.NextWriter(mt)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(p); i += 1000 {
+		if _, err := w.Write(p[i:min(i+1000, len(p))]); err != nil {
+			return err
+		}
+		if i == wsiMidPing {
+			if err := c.WriteControl(websocket.PingMessage, []byte("mid"), time.Now().Add(ioTimeout)); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Close()
 }
 
 // wsiCoderServer echoes with coder's Accept.
@@ -1002,8 +1039,10 @@ func wsiDialOurs(t *testing.T, url string, d *ws.Dialer, secure bool) (*ws.Clien
 // over ws and wss, with compression (coder's server keeping its context
 // between messages, so that our client must inflate against its window;
 // our client compressing with and without its own context takeover): the
-// negotiated extension, echo of every size, subprotocol, and the close
-// handshake started by either side, as both ends see it.
+// negotiated extension, echo of every size (gorilla's server sending
+// each in 512-byte fragments with a ping among them, which our client
+// must answer), subprotocol, and the close handshake started by either
+// side, as both ends see it.
 func TestWSInteropClient(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -1042,6 +1081,22 @@ func TestWSInteropClient(t *testing.T) {
 			e := wsiOurs{c}
 			wsiCheckProto(t, e, "chat.v2")
 			wsiCheckEcho(t, e, cc, tc.want != "")
+			if !tc.coder {
+				// Every message echoed past wsiMidPing had a ping in its
+				// middle, which our client answered.
+				want := 0
+				for _, n := range wsiSizes {
+					if n > wsiMidPing {
+						want += 2 // text and binary
+					}
+				}
+				if err := e.write(ws.OpText, []byte(wsiCmdPongs)); err != nil {
+					t.Fatal(err)
+				}
+				if _, got, err := e.read(); err != nil || string(got) != strconv.Itoa(want) {
+					t.Errorf("gorilla's server had %q pongs (%v), want %d", got, err, want)
+				}
+			}
 			if tc.coder && tc.want == wsiCoderTakeover {
 				// The server compresses against its window: a repeated
 				// message comes back in a few bytes, and our client
