@@ -89,7 +89,9 @@ func wsbServers() []Named {
 //
 //   - server-µs/msg: the server's CPU time (all its threads, its tail
 //     until quiet included) per echoed message: the figure that ranks
-//     servers when one client thread is the limit;
+//     servers when one client thread is the limit. It includes the
+//     kernel's work for the server's system calls, the loopback's delivery
+//     of what it writes among it (see wsbBusyTime);
 //   - msgs/s: echoes per second of wall time;
 //   - p50-µs, p99-µs: round-trip latency, write of the message to the
 //     end of its echo;
@@ -216,7 +218,10 @@ func (d wsbDisturbance) report(b *testing.B) {
 
 // wsbBusyTime returns the time cpus spent running anything (user, nice,
 // system, irq and softirq of /proc/stat), summed over cpus, at the
-// kernel's tick resolution.
+// kernel's tick resolution. Without IRQ_TIME_ACCOUNTING (this machine's
+// kernel) a softirq is charged to the task it interrupted too, as the
+// loopback's delivery is to the process that writes: the servers' and
+// this process's CPU clocks include it.
 func wsbBusyTime(cpus ...int) (time.Duration, error) {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
