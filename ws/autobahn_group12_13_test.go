@@ -28,7 +28,6 @@ import (
 // (it answers client_no_context_takeover and the client compresses each
 // message alone).
 
-
 // abDeflateSizes are the 18 cases of each subgroup: message sizes in one
 // frame, then auto-fragmented at 256 octets.
 var abDeflateSizes = []struct{ size, frag int }{

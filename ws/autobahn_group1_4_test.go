@@ -10,7 +10,6 @@ import (
 
 // Groups 1-4: framing, pings and pongs, reserved bits, reserved opcodes.
 
-
 // abPayload is a payload of n octets for op: '*' for text, 0xfe for
 // binary, as Autobahn's.
 func abPayload(op ws.Opcode, n int) []byte {

@@ -8,7 +8,6 @@ import (
 
 // Group 5: fragmentation.
 
-
 func abGroup5() []abCase {
 	f1, f2 := []byte("fragment1"), []byte("fragment2")
 	fragmentedControl := func(op ws.Opcode) func(*testing.T, *rawClient) {

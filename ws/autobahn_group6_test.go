@@ -14,7 +14,6 @@ import (
 // one that is not fails the connection with 1007, and (6.4.x) as soon as
 // the first invalid octet arrives, before the rest of the message.
 
-
 // κόσμε ("kosme"), Autobahn's (and Markus Kuhn's) valid multi-byte text.
 const abKosme = "\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5"
 

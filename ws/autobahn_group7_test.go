@@ -12,7 +12,6 @@ import (
 // code and closes the TCP connection; nothing after a close frame is
 // answered; an invalid close frame fails the connection.
 
-
 func abGroup7() []abCase {
 	normal := abClosePayload(1000, "")
 	hello := []byte("Hello World!")

@@ -223,8 +223,17 @@ func (c *rawClient) frame(fin bool, rsv byte, op ws.Opcode, payload []byte) []by
 	b = append(b, key[:]...)
 	start := len(b)
 	b = append(b, payload...)
-	for i := start; i < len(b); i++ {
-		b[i] ^= key[(i-start)&3]
+	// Eight octets at a time: group 9 masks 16 MiB messages, and under
+	// the race detector an octet at a time would dominate its time.
+	p := b[start:]
+	k := uint64(binary.LittleEndian.Uint32(key[:]))
+	k |= k << 32
+	for len(p) >= 8 {
+		binary.LittleEndian.PutUint64(p, binary.LittleEndian.Uint64(p)^k)
+		p = p[8:]
+	}
+	for i := range p {
+		p[i] ^= key[i&3]
 	}
 	return b
 }
