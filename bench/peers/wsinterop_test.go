@@ -512,6 +512,79 @@ func TestWSInteropGorillaClient(t *testing.T) {
 	}
 }
 
+// TestWSInteropKeepAlive: with Upgrader.PingInterval our server pings an
+// idle connection; gorilla's and coder's clients, blocked reading, answer,
+// so the connection outlives many intervals (without the pongs it would
+// end after two, ErrPingTimeout). And a close frame without a status code
+// is 1005 to both ends.
+func TestWSInteropKeepAlive(t *testing.T) {
+	const interval, idle = 30 * time.Millisecond, 400 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 2*ioTimeout)
+	defer cancel()
+	s := wsiStartServer(t, &ws.Upgrader{PingInterval: interval}, false)
+
+	g, _, _ := wsiDialGorilla(t, s.url, &websocket.Dialer{}, false)
+	var gpings atomic.Int32
+	g.SetPingHandler(func(p string) error {
+		gpings.Add(1)
+		return g.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(ioTimeout))
+	})
+	var cpings atomic.Int32
+	c, _, _ := wsiDialCoder(ctx, t, s.url, &coder.DialOptions{
+		OnPingReceived: func(context.Context, []byte) bool { cpings.Add(1); return true },
+	}, false)
+
+	// Both read while idle; each gets the echo of a message sent after.
+	echoes := make(chan error, 2)
+	go func() {
+		_, p, err := wsiGorilla{g}.read()
+		if err == nil && string(p) != "after idle" {
+			err = fmt.Errorf("gorilla got %q", p)
+		}
+		echoes <- err
+	}()
+	go func() {
+		_, p, err := c.Read(ctx)
+		if err == nil && string(p) != "after idle" {
+			err = fmt.Errorf("coder got %q", p)
+		}
+		echoes <- err
+	}()
+	time.Sleep(idle)
+	if err := g.WriteMessage(websocket.TextMessage, []byte("after idle")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, coder.MessageText, []byte("after idle")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-echoes; err != nil {
+			t.Errorf("after %v idle with pings every %v: %v", idle, interval, err)
+		}
+	}
+	// Pings come one interval after the last input or output, and the
+	// next after another; under load fewer than idle/interval come, but
+	// more than two, or the connections would have been reset.
+	if n := gpings.Load(); n < 3 {
+		t.Errorf("gorilla's client had %d pings in %v at an interval of %v", n, idle, interval)
+	}
+	if n := cpings.Load(); n < 3 {
+		t.Errorf("coder's client had %d pings in %v at an interval of %v", n, idle, interval)
+	}
+
+	// A close frame without a code: 1005 (StatusNoStatus) both ways.
+	if err := g.WriteControl(websocket.CloseMessage, nil, time.Now().Add(ioTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := (wsiGorilla{g}).read(); !websocket.IsCloseError(err, websocket.CloseNoStatusReceived) {
+		t.Errorf("empty close frame answered with %v, want 1005", err)
+	}
+	g.Close()
+	if e := s.nextClose(t); e.Code != ws.StatusNoStatus || !e.Remote || e.Err != nil {
+		t.Errorf("OnClose %+v, want 1005 remote, no error", e)
+	}
+}
+
 // wsiFrame is a frame header a client wrote.
 type wsiFrame struct {
 	fin, rsv1, masked bool
