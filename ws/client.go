@@ -182,6 +182,10 @@ func (d *Dialer) Dial(ctx context.Context, rawURL string) (*ClientConn, *http.Re
 		}
 		cc.deflate = true
 		cc.keepDict = !p.serverNoTakeover
+		cc.level = flate.BestSpeed
+		if p.clientBits < 15 {
+			cc.level = flate.HuffmanOnly // no back-references: within any window
+		}
 		if d.ContextTakeover && !p.clientNoTakeover && p.clientBits == 15 {
 			cc.zw, _ = flate.NewWriter(&cc.zbuf, flate.BestSpeed)
 		}
@@ -211,6 +215,7 @@ type ClientConn struct {
 	maxMsg      int64
 
 	deflate  bool
+	level    int  // flate level when not taking over: HuffmanOnly if the server narrowed our window
 	keepDict bool // the server keeps its window: so does the reader
 	dict     []byte
 	decomp   decompressors
@@ -275,7 +280,7 @@ func (c *ClientConn) WriteMessage(op Opcode, data []byte) error {
 		z = bytes.TrimSuffix(c.zbuf.Bytes(), deflateTail[:4])
 	} else {
 		var err error
-		if z, err = c.comp.compress(nil, data, flate.BestSpeed); err != nil {
+		if z, err = c.comp.compress(nil, data, c.level); err != nil {
 			return err
 		}
 	}
@@ -358,6 +363,14 @@ func (c *ClientConn) ReadMessage() (Opcode, []byte, error) {
 	return op, data, nil
 }
 
+// limit is the most a message may take as it arrives.
+func (c *ClientConn) limit(compressed bool) int64 {
+	if compressed {
+		return compressedLimit(c.maxMsg)
+	}
+	return c.maxMsg
+}
+
 // failRead fails the connection from the client's side.
 func (c *ClientConn) failRead(code StatusCode, err error) error {
 	if payload, e := closePayload(code, ""); e == nil {
@@ -410,7 +423,7 @@ func (c *ClientConn) read() (Opcode, []byte, error) {
 			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: bad control frame", ErrProtocol))
 		case h.op == OpContinuation && msgOp == 0, (h.op == OpText || h.op == OpBinary) && msgOp != 0:
 			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: bad fragmentation", ErrProtocol))
-		case !h.op.control() && h.length > c.maxMsg-int64(len(c.msg)):
+		case !h.op.control() && h.length > c.limit(compressed || h.rsv != 0)-int64(len(c.msg)):
 			return 0, nil, c.failRead(StatusTooBig, ErrTooBig)
 		}
 		if h.op.control() {

@@ -387,7 +387,11 @@ func (w *Conn) check(h *header) error {
 		if rd.msg != nil {
 			have = int64(len(*rd.msg))
 		}
-		if max := w.u.maxMessage(); h.length > max-have {
+		max := w.u.maxMessage()
+		if rd.compressed || h.rsv != 0 {
+			max = compressedLimit(max)
+		}
+		if h.length > max-have {
 			return fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrTooBig, have+h.length, max)
 		}
 	}

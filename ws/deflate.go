@@ -44,6 +44,12 @@ const windowSize = 32 << 10
 // deflate block's own overhead outweighs what it saves.
 const minCompress = 64
 
+// compressedLimit bounds a compressed message whose inflated size is
+// bounded by limit: DEFLATE can make incompressible data a little larger
+// (a stored block's 5 bytes per 64 KiB; a few more with Huffman codes), so
+// a message of exactly the limit, compressed by any peer, must pass.
+func compressedLimit(limit int64) int64 { return limit + limit>>6 + 1024 }
+
 // deflateParams is a negotiated permessage-deflate.
 type deflateParams struct {
 	// serverNoTakeover and clientNoTakeover: the side does not keep its

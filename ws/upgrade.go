@@ -47,7 +47,8 @@ type Upgrader struct {
 	// flate.BestSpeed.
 	CompressionLevel int
 	// MaxMessageSize bounds a message received, reassembled from its
-	// fragments and, if compressed, both before and after inflating: the
+	// fragments and, if compressed, after inflating (and before, with a
+	// sixty-fourth more for what DEFLATE adds to incompressible data): the
 	// connection is failed with 1009 beyond it. It is the most memory a
 	// message in progress takes; 0 means DefaultMaxMessageSize.
 	MaxMessageSize int64

@@ -124,7 +124,10 @@ type CloseError struct {
 	Remote bool
 	// Err is the cause: ErrProtocol, ErrInvalidUTF8, ErrTooBig,
 	// ErrSlowReader, ErrCloseTimeout, ErrPingTimeout, or the connection's
-	// error; nil after a close handshake.
+	// error; nil after a close handshake, and after httpd's Shutdown sent
+	// 1001 (the peer's answer is not awaited: Shutdown stops reading).
+	// Err is nil too when the server closed after the peer's close frame
+	// without waiting for the peer to close TCP.
 	Err error
 }
 
