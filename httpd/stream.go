@@ -109,8 +109,7 @@ func (hc *hconn) startStream(n int) bool {
 	}
 	w := newResponse(hc, r, req)
 	w.st = st
-	out := make([]byte, 0, 4096)
-	w.out = &out
+	w.out = h.getOut()
 	if upgrade {
 		hc.netConn()
 	}
@@ -128,6 +127,7 @@ func (hc *hconn) startStream(n int) bool {
 		st.finished = true
 		if st.switched != nil {
 			st.mu.Unlock()
+			h.recycle(w)
 			// The connection is the Protocol's: feed hands it over.
 			st.release()
 			st.resume()
@@ -142,6 +142,7 @@ func (hc *hconn) startStream(n int) bool {
 		if hijacked {
 			return // the hijacker's netConn.Close ends it
 		}
+		h.recycle(w)
 		if closing {
 			hc.c.Close()
 		}
@@ -151,6 +152,18 @@ func (hc *hconn) startStream(n int) bool {
 		st.unhold()
 	}()
 	return false
+}
+
+// recycle returns a stream's response and its output buffer to their
+// pools once the handler has returned and the response is written: an
+// upgrade is often the connection's only request, and a thousand
+// upgrades a second should not make 20 KB of garbage each.
+func (h *handler) recycle(w *response) {
+	if out := w.out; out != nil && cap(*out) <= 1<<20 {
+		*out = (*out)[:0]
+		h.outBufs.Put(out)
+	}
+	h.putResponse(w)
 }
 
 // release returns the stream's MaxStreams token, once.
