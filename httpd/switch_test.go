@@ -20,11 +20,10 @@ import (
 // lineEcho is a Protocol that answers each line with "echo " and the
 // line, and records what happened to it.
 type lineEcho struct {
-	mu         sync.Mutex
-	events     []string
-	closed     chan struct{}
-	shutdown   atomic.Bool
-	goroutines chan int // the goroutine count seen by its first OnData
+	mu       sync.Mutex
+	events   []string
+	closed   chan struct{}
+	shutdown atomic.Bool
 }
 
 func newLineEcho() *lineEcho {

@@ -63,9 +63,3 @@ func (v *utf8State) write(b []byte) bool {
 // complete reports that no sequence is left unfinished: the end of a
 // message may come here.
 func (v *utf8State) complete() bool { return v.need == 0 }
-
-// validUTF8 reports whether b is complete, valid UTF-8.
-func validUTF8(b []byte) bool {
-	var v utf8State
-	return v.write(b) && v.complete()
-}
