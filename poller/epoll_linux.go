@@ -220,6 +220,10 @@ type parker struct {
 	fd     int
 	target int  // the epoll set it watches, -1 if none
 	added  bool // its entry is in the parker's set
+	// refused: the kernel would not nest the set in this parker (see
+	// wait); the waiter blocks in epoll_wait instead, until it watches
+	// another set.
+	refused bool
 }
 
 func newParker() (*parker, error) {
@@ -238,7 +242,7 @@ func newParker() (*parker, error) {
 // one it watched or of the set a renewal replaced under the same number.
 func (k *parker) watch(epfd int) error {
 	k.disarm() // ENOENT if a renewal took the old set with its entry
-	k.target = epfd
+	k.target, k.refused = epfd, false
 	return nil
 }
 
@@ -266,7 +270,17 @@ func (k *parker) disarm() {
 
 // wait returns the events ready in the watched set, parking until there
 // are some or msec milliseconds have passed (msec < 0: no limit).
+//
+// Linux bounds the wake-up paths through nested epoll sets (a socket in
+// the shared set, the set in a parker, the parker in the Go runtime's
+// netpoller: at most 100 such paths, fs/eventpoll.c's reverse_path_check),
+// so when more waiters park on one set the kernel refuses to add it to
+// another parker (EINVAL). That waiter then blocks in epoll_wait, holding
+// its thread as the waiters within GOMAXPROCS do, rather than fail.
 func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
+	if k.refused {
+		return epollWait(k.target, evs, msec)
+	}
 	rc, err := k.f.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -287,13 +301,19 @@ func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
 		// came since is missed). A report of the parker now or later wakes
 		// it: the netpoller keeps an edge that came before the park.
 		werr = k.arm()
-		return werr != nil
+		if werr != nil && errors.Is(werr, unix.EINVAL) {
+			k.refused, werr = true, nil
+		}
+		return werr != nil || k.refused
 	})
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0, nil
 		}
 		return 0, err
+	}
+	if k.refused {
+		return epollWait(k.target, evs, msec)
 	}
 	return n, werr
 }
