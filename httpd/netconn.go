@@ -43,6 +43,14 @@ func (st *stream) hijack() *netConn {
 	}
 	st.mu.Unlock()
 	nc := st.hc.nc
+	if nc == nil {
+		// Made here, not for every upgrade: a WebSocket (Switch) has no
+		// use for it. The waiter touches hc.nc only for ConnState, and
+		// then startStream made it.
+		c := st.hc.c
+		nc = &netConn{hc: st.hc, local: c.LocalAddr(), remote: c.RemoteAddr()}
+		st.hc.nc = nc
+	}
 	nc.st = st
 	st.hc.h.connState(st.hc, http.StateHijacked)
 	// Not held: Shutdown closes a hijacked connection as it begins, as

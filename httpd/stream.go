@@ -110,8 +110,8 @@ func (hc *hconn) startStream(n int) bool {
 	w := newResponse(hc, r, req)
 	w.st = st
 	w.out = h.getOut()
-	if upgrade {
-		hc.netConn()
+	if upgrade && h.srv.ConnState != nil {
+		hc.netConn() // ConnState's, on the waiter; else Hijack makes it
 	}
 	hc.flushOut() // the responses before it go first
 	hc.c.Discard(n)
