@@ -109,7 +109,11 @@ func (hc *hconn) startStream(n int) bool {
 	}
 	w := newResponse(hc, r, req)
 	w.st = st
-	w.out = h.getOut()
+	if upgrade {
+		w.out = new([]byte) // a 101 is written by Switch; a hijacker writes itself
+	} else {
+		w.out = h.getOut()
+	}
 	if upgrade && h.srv.ConnState != nil {
 		hc.netConn() // ConnState's, on the waiter; else Hijack makes it
 	}
@@ -159,7 +163,7 @@ func (hc *hconn) startStream(n int) bool {
 // upgrade is often the connection's only request, and a thousand
 // upgrades a second should not make 20 KB of garbage each.
 func (h *handler) recycle(w *response) {
-	if out := w.out; out != nil && cap(*out) <= 1<<20 {
+	if out := w.out; out != nil && cap(*out) > 0 && cap(*out) <= 1<<20 {
 		*out = (*out)[:0]
 		h.outBufs.Put(out)
 	}
