@@ -18,6 +18,7 @@ import (
 	"github.com/lxzan/gws"
 
 	"github.com/gracepoll/gracepoll/httpd"
+	"github.com/gracepoll/gracepoll/poller"
 	"github.com/gracepoll/gracepoll/ws"
 )
 
@@ -395,3 +396,7 @@ func (s *WSNbio) Close() error {
 	s.eng.Stop()
 	return nil
 }
+
+// Poller returns the poller under the server's httpd (for cmd/serve's
+// statistics).
+func (s *WSGracepoll) Poller() *poller.Poller { return s.srv.Transport().Poller() }

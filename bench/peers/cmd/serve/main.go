@@ -153,8 +153,12 @@ func answer(srv peers.Server, cmd string) string {
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		return fmt.Sprintf("mem heap-inuse=%d heap-objects=%d goroutines=%d total-alloc=%d mallocs=%d",
-			m.HeapInuse, m.HeapObjects, runtime.NumGoroutine(), m.TotalAlloc, m.Mallocs)
+		waiters := 0
+		if hasPoller {
+			waiters = len(ps.Poller().Stats().Waiters)
+		}
+		return fmt.Sprintf("mem heap-inuse=%d heap-objects=%d goroutines=%d total-alloc=%d mallocs=%d stack-inuse=%d heap-sys=%d heap-released=%d waiters-started=%d",
+			m.HeapInuse, m.HeapObjects, runtime.NumGoroutine(), m.TotalAlloc, m.Mallocs, m.StackInuse, m.HeapSys, m.HeapReleased, waiters)
 	case "reset":
 		if hasPoller {
 			ps.Poller().ResetStats()
