@@ -44,7 +44,10 @@
 //   - The close handshake completes: a peer's close frame is answered
 //     (its code echoed) and the connection closed; Close waits for the
 //     peer's answer at most Upgrader.CloseTimeout. httpd.Server.Shutdown
-//     sends 1001 to every connection.
+//     sends 1001 to every connection. After the handshake the server
+//     closes TCP first, as RFC 6455 section 7.1.1 asks, and OnClose runs
+//     when the client's FIN answers, or after conn's Options.FlushTimeout
+//     for a client that keeps its socket open.
 //
 // # Conformance
 //
@@ -64,8 +67,12 @@
 // # Memory
 //
 // An idle connection holds its conn.Conn, the HTTP layer's state and a
-// Conn: no goroutine, no buffer. A message in progress holds a pooled
-// buffer until it is delivered. With Upgrader.ContextTakeover each
-// compressing connection keeps the last 32 KiB it received. Compressors
-// and decompressors are pooled, never kept per connection.
+// Conn, about a kilobyte: no goroutine, no buffer. A message in progress
+// holds a pooled buffer until it is delivered, at most
+// Upgrader.MaxMessageSize however slowly it arrives: that limit times the
+// connections is the bound on messages in progress, so keep it to what
+// the application needs. With Upgrader.ContextTakeover each compressing
+// connection keeps the last 32 KiB it received. Compressors and
+// decompressors are pooled, never kept per connection. Output is bounded
+// by conn's Options.MaxQueued per connection.
 package ws
