@@ -162,7 +162,11 @@ func TestAddRefusesOwnFDs(t *testing.T) {
 	for _, topo := range topologies {
 		t.Run(topo.String(), func(t *testing.T) {
 			const waiters = 3
-			p, epolls, eventfds := ownFDs(t, poller.Options{Waiters: waiters, Topology: topo})
+			// A long Overrun: the round trips below ask for delivery on
+			// each waiter, and under a loaded machine's scheduling delays
+			// Stealing would rightly hand a late waiter's set to a stand-in
+			// (CI saw "event on waiter 3, want waiter 1").
+			p, epolls, eventfds := ownFDs(t, poller.Options{Waiters: waiters, Topology: topo, Overrun: time.Second})
 			sets, handoff := 1, 1
 			switch topo {
 			case poller.PerWaiter:
