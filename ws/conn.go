@@ -140,14 +140,14 @@ func (w *Conn) WriteMessage(op Opcode, data []byte) error {
 	var rsv byte
 	var buf *[]byte
 	if w.deflate && len(data) >= minCompress {
-		buf = getBuf()
+		buf = w.u.bufs.get()
 		z, err := w.u.comp.compress((*buf)[:0], data, w.level())
 		if err != nil {
-			putBuf(buf)
+			w.u.bufs.put(buf)
 			return err
 		}
 		*buf, data, rsv = z, z, rsv1Bit
-		defer putBuf(buf)
+		defer w.u.bufs.put(buf)
 	}
 	return w.writeFrame(rsv, op, data)
 }
@@ -350,7 +350,7 @@ func (p *proto) OnData(c *conn.Conn) {
 		}
 		if h.op != OpContinuation {
 			rd.msgOp, rd.compressed, rd.text = h.op, h.rsv&rsv1Bit != 0, utf8State{}
-			rd.msg = getBuf()
+			rd.msg = w.u.bufs.get()
 		}
 		rd.inFrame, rd.fin, rd.key, rd.pos, rd.remaining = true, h.fin, h.key, 0, h.length
 		c.Discard(n)
@@ -427,14 +427,14 @@ func (w *Conn) endMessage() {
 	op, data := rd.msgOp, *rd.msg
 	var out *[]byte
 	if rd.compressed {
-		out = getBuf()
+		out = w.u.bufs.get()
 		var dict []byte
 		if w.takeover {
 			dict = rd.dict
 		}
 		z, err := w.u.decomp.decompress((*out)[:0], data, dict, w.u.maxMessage())
 		if err != nil {
-			putBuf(out)
+			w.u.bufs.put(out)
 			w.fail(codeOf(err), err)
 			return
 		}
@@ -445,16 +445,16 @@ func (w *Conn) endMessage() {
 	}
 	if op == OpText && (rd.compressed && !utf8.Valid(data) || !rd.compressed && !rd.text.complete()) {
 		if out != nil {
-			putBuf(out)
+			w.u.bufs.put(out)
 		}
 		w.fail(StatusInvalidData, ErrInvalidUTF8)
 		return
 	}
 	w.h.OnMessage(w, op, data)
 	if out != nil {
-		putBuf(out)
+		w.u.bufs.put(out)
 	}
-	putBuf(rd.msg)
+	w.u.bufs.put(rd.msg)
 	rd.msg, rd.msgOp, rd.compressed = nil, 0, false
 }
 
@@ -578,23 +578,30 @@ func (p *proto) OnClose(c *conn.Conn, reason conn.Reason, err error) {
 		e = &CloseError{Code: StatusAbnormal, Err: err}
 	}
 	if w.rd.msg != nil {
-		putBuf(w.rd.msg)
+		w.u.bufs.put(w.rd.msg)
 		w.rd.msg = nil
 	}
 	w.rd.dict = nil
 	w.h.OnClose(w, e)
 }
 
-// Message buffers are pooled: a connection holds one only while a
-// fragmented or compressed message is arriving.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// bufPool pools message buffers: a connection holds one only while a
+// fragmented or compressed message is arriving, or while it compresses
+// one it sends.
+type bufPool struct{ p sync.Pool }
 
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+func (bp *bufPool) get() *[]byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 4096)
+	return &b
+}
 
-func putBuf(b *[]byte) {
+func (bp *bufPool) put(b *[]byte) {
 	if cap(*b) > 1<<20 {
 		return // a rare large message: let it go
 	}
 	*b = (*b)[:0]
-	bufPool.Put(b)
+	bp.p.Put(b)
 }

@@ -63,6 +63,7 @@ type Upgrader struct {
 
 	comp   compressors
 	decomp decompressors
+	bufs   bufPool
 }
 
 // ServeHTTP upgrades the request for u.Handler.
