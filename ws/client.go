@@ -412,19 +412,8 @@ func (c *ClientConn) read() (Opcode, []byte, error) {
 			return 0, nil, c.failRead(StatusProtocolError, perr)
 		}
 		c.br.Discard(n)
-		switch {
-		case h.op > OpBinary && h.op < OpClose || h.op > OpPong:
-			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: reserved opcode %#x", ErrProtocol, byte(h.op)))
-		case h.rsv&^rsv1Bit != 0 || h.rsv != 0 && (!c.deflate || h.op == OpContinuation || h.op.control()):
-			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: reserved bits", ErrProtocol))
-		case h.masked:
-			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: masked server frame", ErrProtocol))
-		case h.op.control() && (!h.fin || h.length > maxControlPayload):
-			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: bad control frame", ErrProtocol))
-		case h.op == OpContinuation && msgOp == 0, (h.op == OpText || h.op == OpBinary) && msgOp != 0:
-			return 0, nil, c.failRead(StatusProtocolError, fmt.Errorf("%w: bad fragmentation", ErrProtocol))
-		case !h.op.control() && h.length > c.limit(compressed || h.rsv != 0)-int64(len(c.msg)):
-			return 0, nil, c.failRead(StatusTooBig, ErrTooBig)
+		if err := checkFrame(&h, false, c.deflate, msgOp != 0, int64(len(c.msg)), c.limit(compressed || h.rsv != 0)); err != nil {
+			return 0, nil, c.failRead(codeOf(err), err)
 		}
 		if h.op.control() {
 			var buf [maxControlPayload]byte

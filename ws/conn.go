@@ -367,36 +367,15 @@ func (p *proto) OnData(c *conn.Conn) {
 // read.
 func (w *Conn) check(h *header) error {
 	rd := &w.rd
-	switch {
-	case h.op > OpBinary && h.op < OpClose || h.op > OpPong:
-		return fmt.Errorf("%w: reserved opcode %#x", ErrProtocol, byte(h.op))
-	case h.rsv&^rsv1Bit != 0 || h.rsv != 0 && (!w.deflate || h.op == OpContinuation || h.op.control()):
-		return fmt.Errorf("%w: reserved bits %#x on a %v frame", ErrProtocol, h.rsv>>4, h.op)
-	case !h.masked:
-		return fmt.Errorf("%w: unmasked client frame", ErrProtocol)
-	case h.op.control() && !h.fin:
-		return fmt.Errorf("%w: fragmented %v frame", ErrProtocol, h.op)
-	case h.op.control() && h.length > maxControlPayload:
-		return fmt.Errorf("%w: %v frame of %d bytes", ErrProtocol, h.op, h.length)
-	case h.op == OpContinuation && rd.msgOp == 0:
-		return fmt.Errorf("%w: continuation frame without a message", ErrProtocol)
-	case (h.op == OpText || h.op == OpBinary) && rd.msgOp != 0:
-		return fmt.Errorf("%w: new message before the last one's final frame", ErrProtocol)
+	have := int64(0)
+	if rd.msg != nil {
+		have = int64(len(*rd.msg))
 	}
-	if !h.op.control() {
-		have := int64(0)
-		if rd.msg != nil {
-			have = int64(len(*rd.msg))
-		}
-		max := w.u.maxMessage()
-		if rd.compressed || h.rsv != 0 {
-			max = compressedLimit(max)
-		}
-		if h.length > max-have {
-			return fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrTooBig, have+h.length, max)
-		}
+	limit := w.u.maxMessage()
+	if rd.compressed || h.rsv != 0 {
+		limit = compressedLimit(limit)
 	}
-	return nil
+	return checkFrame(h, true, w.deflate, rd.msgOp != 0, have, limit)
 }
 
 // codeOf is the close code that fails a connection for err.

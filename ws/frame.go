@@ -1,6 +1,9 @@
 package ws
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // A frame's first two bytes (RFC 6455 section 5.2):
 //
@@ -139,4 +142,35 @@ func frameSize(n int, masked bool) int {
 		s += 4
 	}
 	return s
+}
+
+// checkFrame applies RFC 6455's rules to a frame header before its
+// payload is read, on either side: reserved opcodes and bits (RSV1 only
+// on a message's first frame, and only with permessage-deflate), masking
+// (every client frame, no server frame: fromClient), control frames
+// (final, at most 125 bytes), the order of fragments (inMessage: a
+// message's final frame is still to come), and the size of the message
+// so far plus this frame against limit.
+func checkFrame(h *header, fromClient, deflate, inMessage bool, have, limit int64) error {
+	switch {
+	case h.op > OpBinary && h.op < OpClose || h.op > OpPong:
+		return fmt.Errorf("%w: reserved opcode %#x", ErrProtocol, byte(h.op))
+	case h.rsv&^rsv1Bit != 0 || h.rsv != 0 && (!deflate || h.op == OpContinuation || h.op.control()):
+		return fmt.Errorf("%w: reserved bits %#x on a %v frame", ErrProtocol, h.rsv>>4, h.op)
+	case fromClient && !h.masked:
+		return fmt.Errorf("%w: unmasked client frame", ErrProtocol)
+	case !fromClient && h.masked:
+		return fmt.Errorf("%w: masked server frame", ErrProtocol)
+	case h.op.control() && !h.fin:
+		return fmt.Errorf("%w: fragmented %v frame", ErrProtocol, h.op)
+	case h.op.control() && h.length > maxControlPayload:
+		return fmt.Errorf("%w: %v frame of %d bytes", ErrProtocol, h.op, h.length)
+	case h.op == OpContinuation && !inMessage:
+		return fmt.Errorf("%w: continuation frame without a message", ErrProtocol)
+	case (h.op == OpText || h.op == OpBinary) && inMessage:
+		return fmt.Errorf("%w: new message before the last one's final frame", ErrProtocol)
+	case !h.op.control() && h.length > limit-have:
+		return fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrTooBig, have+h.length, limit)
+	}
+	return nil
 }
