@@ -185,8 +185,10 @@ func testDelivery(t *testing.T, opts poller.Options, kind fdKind, trig poller.Ev
 		if e.Handle != h || e.FD != rd || e.Events&poller.Readable == 0 || e.Events&(poller.HangUp|poller.Error) != 0 {
 			t.Errorf("event %d = %+v (%v), want handle %v fd %d Readable", i, e, e.Events, h, rd)
 		}
-		if e.Waiter < 0 || e.Waiter >= opts.Waiters {
-			t.Errorf("event %d on waiter %d, want 0..%d", i, e.Waiter, opts.Waiters-1)
+		// On a shared set (Shared, Stealing) a waiter started while the
+		// others overran may dispatch it: any waiter below MaxWaiters.
+		if e.Waiter < 0 || e.Waiter >= p.MaxWaiters() {
+			t.Errorf("event %d on waiter %d, want 0..%d", i, e.Waiter, p.MaxWaiters()-1)
 		}
 		if opts.Topology == poller.PerWaiter {
 			if i == 0 {

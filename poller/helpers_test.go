@@ -411,3 +411,13 @@ func blockWaiter(t testing.TB, p *poller.Poller, reg poller.Registration) (h pol
 	wait(t, entered, "a waiter blocked inside OnEvent")
 	return h, unblock
 }
+
+// releaseWaiters bounds Released.Waiter: a registration's home (PerWaiter,
+// Stealing) is one of the first Waiters, but on a Shared set the waiter that
+// last ran it may be one started while the others overran.
+func releaseWaiters(p *poller.Poller, opts poller.Options) int {
+	if opts.Topology == poller.Shared {
+		return p.MaxWaiters()
+	}
+	return opts.Waiters
+}

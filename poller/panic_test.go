@@ -116,8 +116,8 @@ func testOnEventPanic(t *testing.T, opts poller.Options, trig poller.Events) {
 		t.Errorf("panicking OnEvent ran %d times, want 1", n)
 	}
 	wantWaiter := r.Waiter
-	if r.Waiter < 0 || r.Waiter >= opts.Waiters {
-		t.Errorf("released on waiter %d, want 0..%d", r.Waiter, opts.Waiters-1)
+	if n := releaseWaiters(p, opts); r.Waiter < 0 || r.Waiter >= n {
+		t.Errorf("released on waiter %d, want 0..%d", r.Waiter, n-1)
 	}
 	if want := (poller.Released{Handle: h, FD: fd, Waiter: wantWaiter, Reason: poller.Panicked}); basicRelease(r) != want {
 		t.Errorf("released %+v, want %+v", r, want)
