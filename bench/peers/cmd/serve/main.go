@@ -28,6 +28,9 @@
 //	         release latencies (Delete to the start of the release, which
 //	         is OnClose for a conn server) since the last reset, or
 //	         "latency none" for a server without a poller
+//	heap F   "ok": writes the heap profile (pprof's "heap", after a GC) to
+//	         file F; with -memprofile every allocation is in it, so that
+//	         the bytes in use per connection can be read from it
 //	tls      "tls handshakes=N failed=N timed-out=N refused=N in-progress=N
 //	         p50-ns=N p99-ns=N": a conn server's TLS handshake counters
 //	         (conn.ServerStats.TLS; failed is the sum over causes), or
@@ -148,6 +151,12 @@ func main() {
 // answer runs one command of the stdin protocol.
 func answer(srv peers.Server, cmd string) string {
 	ps, hasPoller := srv.(peers.PollerServer)
+	if file, ok := strings.CutPrefix(strings.TrimSpace(cmd), "heap "); ok {
+		if err := writeHeapProfile(file); err != nil {
+			return "error " + err.Error()
+		}
+		return "ok"
+	}
 	switch strings.TrimSpace(cmd) {
 	case "mem":
 		runtime.GC()
@@ -184,6 +193,21 @@ func answer(srv peers.Server, cmd string) string {
 			t.Handshakes, failed, t.TimedOut, t.Refused, t.InProgress, t.P50.Nanoseconds(), t.P99.Nanoseconds())
 	}
 	return "error unknown command " + fmt.Sprintf("%q", cmd)
+}
+
+// writeHeapProfile writes the heap profile, of the heap as the last GC
+// left it, to file.
+func writeHeapProfile(file string) error {
+	runtime.GC()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func fatal(err error) {
