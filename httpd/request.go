@@ -56,7 +56,8 @@ func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
 		r0.TransferEncoding = []string{"chunked"}
 	}
 	if cs, ok := hc.c.ConnectionState(); ok {
-		r0.TLS = &cs
+		tlsState := cs // only a TLS request's state goes to the heap
+		r0.TLS = &tlsState
 	}
 	r := r0.WithContext(ctx)
 	ctx.req = r
