@@ -64,11 +64,19 @@ func (w *response) switchTo(p Protocol) (*conn.Conn, error) {
 	if w.hijacked || w.committed || w.err != nil {
 		return nil, http.ErrHijacked
 	}
-	b := appendStatusLine(make([]byte, 0, 256), http.StatusSwitchingProtocols)
+	// The head goes out through a pooled buffer: Write copies what the
+	// socket does not take at once.
+	out := w.hc.h.getOut()
+	b := appendStatusLine((*out)[:0], http.StatusSwitchingProtocols)
 	b = appendHeader(b, w.header, nil)
 	b = append(b, crlf...)
 	c := w.hc.c
-	if _, err := c.Write(b); err != nil {
+	_, err := c.Write(b)
+	if cap(b) <= 1<<20 {
+		*out = b[:0]
+		w.hc.h.outBufs.Put(out)
+	}
+	if err != nil {
 		return nil, err
 	}
 	w.hijacked = true
