@@ -76,8 +76,13 @@ const acceptGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 // acceptKey is Sec-WebSocket-Accept for a client's key.
 func acceptKey(key string) string {
-	sum := sha1.Sum([]byte(key + acceptGUID))
-	return base64.StdEncoding.EncodeToString(sum[:])
+	h := sha1.New()
+	h.Write([]byte(key))
+	h.Write([]byte(acceptGUID))
+	var sum [sha1.Size]byte
+	var b64 [28]byte // base64 of 20 bytes
+	base64.StdEncoding.Encode(b64[:], h.Sum(sum[:0]))
+	return string(b64[:])
 }
 
 // Upgrade answers r's opening handshake and hands the connection to h,
@@ -118,7 +123,7 @@ func (u *Upgrader) Upgrade(w http.ResponseWriter, r *http.Request, h Handler) (*
 	if len(keys) != 1 {
 		return bad(http.StatusBadRequest, "want one Sec-WebSocket-Key")
 	}
-	if k, err := base64.StdEncoding.DecodeString(keys[0]); err != nil || len(k) != 16 {
+	if !validKey(keys[0]) {
 		return bad(http.StatusBadRequest, "Sec-WebSocket-Key is not 16 bytes in base64")
 	}
 	check := u.CheckOrigin
@@ -212,9 +217,20 @@ func sameOrigin(r *http.Request) bool {
 
 // headerHasToken reports whether a comma-separated field lists token, in
 // any case.
+// validKey reports whether a Sec-WebSocket-Key is 16 bytes in base64
+// (RFC 6455, section 4.1).
+func validKey(k string) bool {
+	var b [18]byte // DecodedLen of 24 characters, padding included
+	if len(k) != 24 {
+		return false
+	}
+	n, err := base64.StdEncoding.Decode(b[:], []byte(k))
+	return err == nil && n == 16
+}
+
 func headerHasToken(h http.Header, key, token string) bool {
 	for _, v := range h.Values(key) {
-		for _, t := range strings.Split(v, ",") {
+		for t := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(t), token) {
 				return true
 			}

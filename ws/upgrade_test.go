@@ -102,6 +102,8 @@ func TestHandshake(t *testing.T) {
 			}
 			return ""
 		}},
+		{"key of 17 bytes", "GET /ws HTTP/1.1\r\n" + strings.Replace(good, "dGhlIHNhbXBsZSBub25jZQ==", "dGhlIHNhbXBsZSBub25jZQE=", 1) + "\r\n", 400, ws.ErrBadHandshake, nil},
+		{"key not base64", "GET /ws HTTP/1.1\r\n" + strings.Replace(good, "dGhlIHNhbXBsZSBub25jZQ==", "dGhlIHNhbXBsZSBub25j!Q==", 1) + "\r\n", 400, ws.ErrBadHandshake, nil},
 		{"short key", "GET /ws HTTP/1.1\r\n" + strings.Replace(good, "dGhlIHNhbXBsZSBub25jZQ==", "c2hvcnQ=", 1) + "\r\n", 400, ws.ErrBadHandshake, nil},
 		{"no Connection: Upgrade", "GET /ws HTTP/1.1\r\n" + strings.Replace(good, "keep-alive, Upgrade", "keep-alive", 1) + "\r\n", 400, ws.ErrBadHandshake, nil},
 		{"other site's origin", "GET /ws HTTP/1.1\r\n" + good + "Origin: https://evil.example\r\n\r\n", 403, ws.ErrOrigin, nil},
