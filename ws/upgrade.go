@@ -215,8 +215,6 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(ou.Host, r.Host)
 }
 
-// headerHasToken reports whether a comma-separated field lists token, in
-// any case.
 // validKey reports whether a Sec-WebSocket-Key is 16 bytes in base64
 // (RFC 6455, section 4.1).
 func validKey(k string) bool {
@@ -228,6 +226,8 @@ func validKey(k string) bool {
 	return err == nil && n == 16
 }
 
+// headerHasToken reports whether a comma-separated field lists token, in
+// any case.
 func headerHasToken(h http.Header, key, token string) bool {
 	for _, v := range h.Values(key) {
 		for t := range strings.SplitSeq(v, ",") {
