@@ -19,30 +19,12 @@ import (
 	"time"
 
 	"github.com/gracepoll/gracepoll/internal/selfsigned"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 	"github.com/gracepoll/gracepoll/ws"
 )
 
 // timeout bounds every wait of the tests.
 const timeout = 20 * time.Second
-
-// syncBuffer is a bytes.Buffer that run's output and the test may use
-// at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // chat is the program running in the test, through run: the path main
 // takes, with ctx's cancellation standing for SIGINT or SIGTERM.
@@ -51,8 +33,8 @@ type chat struct {
 	url    string // ws:// or wss://localhost:port/ws
 	base   string // http:// or https://localhost:port
 	caFile string // with -tls-self-signed
-	out    *syncBuffer
-	errOut *syncBuffer
+	out    *testkit.SyncBuffer
+	errOut *testkit.SyncBuffer
 	stop   context.CancelFunc
 	done   chan error
 }
@@ -62,7 +44,7 @@ type chat struct {
 func startChat(t *testing.T, args ...string) *chat {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &chat{out: &syncBuffer{}, errOut: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	c := &chat{out: &testkit.SyncBuffer{}, errOut: &testkit.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
 	secure := false
 	for _, a := range args {
 		secure = secure || a == "-tls-self-signed"

@@ -11,20 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// chromium returns the path of a Chromium or Chrome binary, skipping the
-// test if there is none.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not installed: apt-get install chromium (or chromium-browser, google-chrome)")
-	return ""
-}
+	"github.com/gracepoll/gracepoll/internal/testkit"
+)
 
 // TestChromium opens the page in headless Chromium, over ws:// and over
 // wss:// (trusting the CA the program wrote), in its self-test mode: the
@@ -38,7 +27,7 @@ func chromium(t *testing.T) string {
 // load, and virtual time runs the page's timers ahead of the real
 // WebSocket traffic.
 func TestChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := testkit.Chromium(t)
 	for _, secure := range []bool{false, true} {
 		name := "ws"
 		if secure {
@@ -71,7 +60,7 @@ func TestChromium(t *testing.T) {
 			cmd := exec.CommandContext(ctx, bin, append(flags, ch.base+"/?selftest=1&name=page&peer=gopher")...)
 			cmd.Env = append(os.Environ(), "HOME="+home)
 			// Written by exec's copying goroutine while the test reads it.
-			var stderr syncBuffer
+			var stderr testkit.SyncBuffer
 			cmd.Stderr = &stderr
 			// Chromium runs until killed, with helper processes: kill
 			// its whole process group.

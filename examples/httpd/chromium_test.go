@@ -12,20 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// chromium returns the path of a Chromium or Chrome binary, skipping the
-// test if there is none.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not installed: apt-get install chromium (or chromium-browser, google-chrome)")
-	return ""
-}
+	"github.com/gracepoll/gracepoll/internal/testkit"
+)
 
 // TestChromium loads the page over TLS in headless Chromium, trusting
 // the example's CA, and checks what a user would see: every asset of the
@@ -37,7 +26,7 @@ func chromium(t *testing.T) string {
 // under a temporary HOME, when certutil (libnss3-tools) is installed;
 // otherwise by the leaf's SPKI hash (--ignore-certificate-errors-spki-list).
 func TestChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := testkit.Chromium(t)
 	s := serveSite(t, true)
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
@@ -62,14 +51,14 @@ func TestChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		caFile := filepath.Join(dir, "ca.pem")
-		if err := os.WriteFile(caFile, s.ca.pem, 0o644); err != nil {
+		if err := os.WriteFile(caFile, s.ca.CertPEM, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		tool(t, "certutil", "-d", db, "-N", "--empty-password")
 		tool(t, "certutil", "-d", db, "-A", "-t", "C,,", "-n", "gracepoll examples/httpd CA", "-i", caFile)
 	} else {
 		trust = "the SPKI list (certutil not installed)"
-		args = append(args, "--ignore-certificate-errors-spki-list="+s.ca.leafSPKIHash())
+		args = append(args, "--ignore-certificate-errors-spki-list="+s.ca.LeafSPKIHash())
 	}
 	t.Logf("Chromium trusts the CA through %s", trust)
 

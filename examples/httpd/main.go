@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/gracepoll/gracepoll/httpd"
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
 )
 
 func main() {
@@ -108,13 +109,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		h = logRequests(logger, h)
 	}
 	srv := &httpd.Server{Addr: *addr, Handler: h, ErrorLog: logger}
-	var ca *localCA
+	var ca *selfsigned.CA
 	if *selfSigned {
+		// A CA and a leaf it signed rather than one self-signed leaf:
+		// Chromium (through NSS) takes only a CA as a trust anchor.
 		var err error
-		if ca, err = newCA(); err != nil {
+		if ca, err = selfsigned.NewCA("gracepoll examples/httpd CA"); err != nil {
 			return err
 		}
-		srv.TLSConfig = ca.serverConfig()
+		srv.TLSConfig = ca.ServerConfig()
 	}
 
 	l, err := net.Listen("tcp", *addr)
@@ -126,13 +129,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		scheme = "https"
 		_, port, _ := net.SplitHostPort(host)
 		host = net.JoinHostPort("localhost", port)
-		path, err := ca.writeCA(*caOut)
+		// The file is left behind on exit: a client may still use it.
+		path, err := ca.WriteCertPEM(*caOut, "httpd-ca-*.pem")
 		if err != nil {
 			l.Close()
 			return err
 		}
 		fmt.Fprintf(stdout, "httpd: CA certificate written to %s: curl --cacert %s %s://%s/\n", path, path, scheme, host)
-		fmt.Fprintf(stdout, "httpd: or: chromium --ignore-certificate-errors-spki-list=%s %s://%s/\n", ca.leafSPKIHash(), scheme, host)
+		fmt.Fprintf(stdout, "httpd: or: chromium --ignore-certificate-errors-spki-list=%s %s://%s/\n", ca.LeafSPKIHash(), scheme, host)
 	}
 	fmt.Fprintf(stdout, "httpd: serving %s://%s/ (SIGINT or SIGTERM stops it)\n", scheme, host)
 	if ready != nil {

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/gracepoll/gracepoll/httpd"
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
 
 // timeout bounds every client operation of the tests.
@@ -34,7 +36,7 @@ const timeout = 30 * time.Second
 type served struct {
 	addr string // host:port
 	base string // scheme://host:port
-	ca   *localCA
+	ca   *selfsigned.CA
 	log  *requestLog
 }
 
@@ -69,11 +71,11 @@ func serveSite(t testing.TB, secure bool) *served {
 	s := &served{log: &requestLog{}}
 	srv := &httpd.Server{Handler: s.log.wrap(newMux()), ErrorLog: log.New(io.Discard, "", 0)}
 	if secure {
-		ca, err := newCA()
+		ca, err := selfsigned.NewCA("gracepoll examples/httpd CA")
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.ca, srv.TLSConfig = ca, ca.serverConfig()
+		s.ca, srv.TLSConfig = ca, ca.ServerConfig()
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,7 +120,7 @@ func (s *served) client() *http.Client {
 	}
 	if s.ca != nil {
 		pool := x509.NewCertPool()
-		pool.AddCert(s.ca.cert)
+		pool.AddCert(s.ca.Cert)
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 	}
 	return &http.Client{Transport: tr, Timeout: timeout}
@@ -338,7 +340,7 @@ func TestTLSClient(t *testing.T) {
 	if resp.TLS == nil || !resp.TLS.HandshakeComplete || resp.ProtoMajor != 1 || resp.TLS.NegotiatedProtocol != "http/1.1" {
 		t.Fatalf("TLS %+v, protocol %s", resp.TLS, resp.Proto)
 	}
-	if len(resp.TLS.VerifiedChains) != 1 || len(resp.TLS.VerifiedChains[0]) != 2 || !resp.TLS.VerifiedChains[0][1].Equal(s.ca.cert) {
+	if len(resp.TLS.VerifiedChains) != 1 || len(resp.TLS.VerifiedChains[0]) != 2 || !resp.TLS.VerifiedChains[0][1].Equal(s.ca.Cert) {
 		t.Errorf("verified chains %v: want the leaf and the CA", resp.TLS.VerifiedChains)
 	}
 	// A client that does not trust the CA is refused.
@@ -402,30 +404,12 @@ func TestUpload(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that run's output and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRun runs the program with args (and -addr 127.0.0.1:0) until the
 // returned cancel, the signal in main; wait returns run's error.
-func startRun(t *testing.T, args ...string) (addr string, out *syncBuffer, stop func(), wait func() error) {
+func startRun(t *testing.T, args ...string) (addr string, out *testkit.SyncBuffer, stop func(), wait func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncBuffer{}
+	out = &testkit.SyncBuffer{}
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {

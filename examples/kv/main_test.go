@@ -10,31 +10,12 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gracepoll/gracepoll/examples/kv/resp"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRun serves on TCP and on a Unix socket until the context (the
 // signal, in main) is done, with a client still connected, and checks the
@@ -43,7 +24,7 @@ func TestRun(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:0", filepath.Join(t.TempDir(), "kv.sock")} {
 		ctx, cancel := context.WithCancel(context.Background())
 		ready := make(chan net.Addr, 1)
-		var out syncBuffer
+		var out testkit.SyncBuffer
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"-addr", addr, "-stats", "20ms"}, &out, io.Discard, ready) }()
 		var bound net.Addr
@@ -108,7 +89,7 @@ func testTopology(t *testing.T, topo string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan net.Addr, 1)
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-topology", topo, "-waiters", "4"}, &out, io.Discard, ready)

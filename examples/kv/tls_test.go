@@ -26,12 +26,13 @@ import (
 
 	"github.com/gracepoll/gracepoll/examples/kv/resp"
 	"github.com/gracepoll/gracepoll/internal/selfsigned"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 )
 
 // kvServer is run serving in the background on a free port of 127.0.0.1.
 type kvServer struct {
 	addr, port string
-	out        *syncBuffer
+	out        *testkit.SyncBuffer
 	cancel     context.CancelFunc
 	done       chan error
 	once       sync.Once
@@ -42,7 +43,7 @@ type kvServer struct {
 func serve(t *testing.T, args ...string) *kvServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &kvServer{out: new(syncBuffer), cancel: cancel, done: make(chan error, 1)}
+	s := &kvServer{out: new(testkit.SyncBuffer), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan net.Addr, 1)
 	go func() { s.done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), s.out, s.out, ready) }()
 	select {
