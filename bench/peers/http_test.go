@@ -56,14 +56,18 @@ var httpRows = []httpRow{
 
 // httpServers returns the servers of kind, less those -http.servers
 // leaves out.
-func httpServers(kind string) []Named {
+func httpServers(kind string) []Named { return serversNamed(kind, *httpOnly) }
+
+// serversNamed returns the servers of kind named in only, a
+// comma-separated list, or all of them if only is empty.
+func serversNamed(kind, only string) []Named {
 	all := OfKind(kind)
-	if *httpOnly == "" {
+	if only == "" {
 		return all
 	}
 	var out []Named
 	for _, s := range all {
-		for f := range strings.SplitSeq(*httpOnly, ",") {
+		for f := range strings.SplitSeq(only, ",") {
 			if strings.TrimSpace(f) == s.Name {
 				out = append(out, s)
 			}

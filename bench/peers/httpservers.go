@@ -216,50 +216,61 @@ func (s *FastHTTP) Close() error {
 // NbioHTTP is lesismal/nbio's nbhttp engine with its defaults (IOMod
 // non-blocking: the poller goroutines read, handlers run on its executor)
 // serving HTTPHandler.
-type NbioHTTP struct {
+type NbioHTTP struct{ nbhttpServer }
+
+// NewNbioHTTP starts nbhttp on 127.0.0.1, on a free port.
+func NewNbioHTTP() (Server, error) {
+	s, err := startNbhttp(nbhttp.Config{Handler: HTTPHandler{}})
+	if err != nil {
+		return nil, err
+	}
+	return &NbioHTTP{s}, nil
+}
+
+// nbhttpServer is an nbhttp engine listening on 127.0.0.1.
+type nbhttpServer struct {
 	eng  *nbhttp.Engine
 	addr string
 }
 
-// NewNbioHTTP starts nbhttp on 127.0.0.1, on a free port.
-func NewNbioHTTP() (Server, error) {
+// startNbhttp starts an engine with conf on 127.0.0.1, on a port the
+// kernel chooses (read off the listener).
+func startNbhttp(conf nbhttp.Config) (nbhttpServer, error) {
 	// nbio logs its start and stop at Info: keep the launcher's stdout
 	// to what the benchmarks read.
 	logging.SetLevel(logging.LevelError)
-	s := &NbioHTTP{}
-	var mu sync.Mutex
-	s.eng = nbhttp.NewEngine(nbhttp.Config{
-		Network: "tcp",
-		Addrs:   []string{"127.0.0.1:0"},
-		Handler: HTTPHandler{},
-		// The kernel chooses the port: read it off the listener.
-		Listen: func(network, addr string) (net.Listener, error) {
-			ln, err := net.Listen(network, addr)
-			if err == nil {
-				mu.Lock()
-				s.addr = ln.Addr().String()
-				mu.Unlock()
-			}
-			return ln, err
-		},
-	})
-	if err := s.eng.Start(); err != nil {
-		return nil, err
+	var (
+		mu   sync.Mutex
+		addr string
+	)
+	conf.Network, conf.Addrs = "tcp", []string{"127.0.0.1:0"}
+	conf.Listen = func(network, a string) (net.Listener, error) {
+		ln, err := net.Listen(network, a)
+		if err == nil {
+			mu.Lock()
+			addr = ln.Addr().String()
+			mu.Unlock()
+		}
+		return ln, err
+	}
+	eng := nbhttp.NewEngine(conf)
+	if err := eng.Start(); err != nil {
+		return nbhttpServer{}, err
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if s.addr == "" {
-		s.eng.Stop()
-		return nil, errors.New("nbhttp: started without a listener")
+	if addr == "" {
+		eng.Stop()
+		return nbhttpServer{}, errors.New("nbhttp: started without a listener")
 	}
-	return s, nil
+	return nbhttpServer{eng: eng, addr: addr}, nil
 }
 
 // Addr returns the listening address.
-func (s *NbioHTTP) Addr() string { return s.addr }
+func (s *nbhttpServer) Addr() string { return s.addr }
 
 // Close stops the engine and closes every connection.
-func (s *NbioHTTP) Close() error {
+func (s *nbhttpServer) Close() error {
 	s.eng.Stop()
 	return nil
 }

@@ -102,7 +102,11 @@ func pollIdle() (release func(), err error) {
 // stealTime returns the time the hypervisor ran something else while
 // cpus had work (the steal column of /proc/stat), summed over cpus: what
 // no process inside the machine can see or avoid.
-func stealTime(cpus ...int) (time.Duration, error) {
+func stealTime(cpus ...int) (time.Duration, error) { return cpuStatTime([]int{8}, cpus...) }
+
+// cpuStatTime sums columns cols (1 is user) of cpus' lines in /proc/stat,
+// in USER_HZ ticks (100 a second on Linux).
+func cpuStatTime(cols []int, cpus ...int) (time.Duration, error) {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, err
@@ -116,14 +120,16 @@ func stealTime(cpus ...int) (time.Duration, error) {
 				continue
 			}
 			f := strings.Fields(line)
-			if len(f) < 9 {
-				return 0, fmt.Errorf("/proc/stat: %q has no steal column", line)
+			for _, i := range cols {
+				if i >= len(f) {
+					return 0, fmt.Errorf("/proc/stat: %q has no column %d", line, i)
+				}
+				ticks, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
+				}
+				sum += time.Duration(ticks) * time.Second / 100
 			}
-			ticks, err := strconv.ParseInt(f[8], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
-			}
-			sum += time.Duration(ticks) * time.Second / 100 // USER_HZ, 100 on Linux
 			found = true
 		}
 		if !found {

@@ -58,21 +58,7 @@ func wsbStart(b *testing.B, name, cell string, cpu int, allocs bool) *child {
 
 // wsbServers returns the servers of kind ws, less those -ws.servers
 // leaves out.
-func wsbServers() []Named {
-	all := OfKind("ws")
-	if *wsbOnly == "" {
-		return all
-	}
-	var out []Named
-	for _, s := range all {
-		for f := range strings.SplitSeq(*wsbOnly, ",") {
-			if strings.TrimSpace(f) == s.Name {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
+func wsbServers() []Named { return serversNamed("ws", *wsbOnly) }
 
 // BenchmarkWSEcho measures each WebSocket server (Kind "ws") echoing
 // binary messages, the server in a process of its own pinned to the first
@@ -132,13 +118,8 @@ func BenchmarkWSEcho(b *testing.B) {
 
 // wsbEchoCell is one cell of BenchmarkWSEcho against srv.
 func wsbEchoCell(b *testing.B, srv *child, row wsbEchoRow, serverCPU, clientCPU int) {
-	conns, err := wsbOpen(srv.addr, row.conns)
+	l, err := openWSBLoop(srv.addr, row.conns)
 	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := newWSBLoop(conns)
-	if err != nil {
-		wsbClose(conns)
 		b.Fatal(err)
 	}
 	defer l.close()
@@ -223,36 +204,7 @@ func (d wsbDisturbance) report(b *testing.B) {
 // loopback's delivery is to the process that writes: the servers' and
 // this process's CPU clocks include it.
 func wsbBusyTime(cpus ...int) (time.Duration, error) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	var sum time.Duration
-	for _, c := range cpus {
-		prefix := fmt.Sprintf("cpu%d ", c)
-		found := false
-		for line := range strings.Lines(string(data)) {
-			if !strings.HasPrefix(line, prefix) {
-				continue
-			}
-			f := strings.Fields(line)
-			if len(f) < 8 {
-				return 0, fmt.Errorf("/proc/stat: %q", line)
-			}
-			for _, i := range []int{1, 2, 3, 6, 7} { // user nice system irq softirq
-				ticks, err := strconv.ParseInt(f[i], 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
-				}
-				sum += time.Duration(ticks) * time.Second / 100 // USER_HZ
-			}
-			found = true
-		}
-		if !found {
-			return 0, fmt.Errorf("/proc/stat has no line for CPU %d", c)
-		}
-	}
-	return sum, nil
+	return cpuStatTime([]int{1, 2, 3, 6, 7}, cpus...) // user nice system irq softirq
 }
 
 // BenchmarkWSBroadcast measures a broadcast to -ws.fanout (10,000)
@@ -306,13 +258,8 @@ func BenchmarkWSBroadcast(b *testing.B) {
 
 // wsbBroadcastCell is one round of BenchmarkWSBroadcast against srv.
 func wsbBroadcastCell(b *testing.B, srv *child, n, serverCPU, clientCPU int) {
-	conns, err := wsbOpen(srv.addr, n)
+	l, err := openWSBLoop(srv.addr, n)
 	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := newWSBLoop(conns)
-	if err != nil {
-		wsbClose(conns)
 		b.Fatal(err)
 	}
 	defer l.close()
@@ -505,13 +452,8 @@ func TestWSServers(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			conns, err := wsbOpen(srv.addr, 20)
+			l, err := openWSBLoop(srv.addr, 20)
 			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := newWSBLoop(conns)
-			if err != nil {
-				wsbClose(conns)
 				t.Fatal(err)
 			}
 			defer l.close()
@@ -520,8 +462,8 @@ func TestWSServers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%d-byte messages: %v", size, err)
 				}
-				if r.msgs < len(conns) || len(r.lat) != r.msgs {
-					t.Fatalf("%d-byte messages: %d echoes, %d latencies over %d connections", size, r.msgs, len(r.lat), len(conns))
+				if r.msgs < len(l.conns) || len(r.lat) != r.msgs {
+					t.Fatalf("%d-byte messages: %d echoes, %d latencies over %d connections", size, r.msgs, len(r.lat), len(l.conns))
 				}
 			}
 			ctl, err := net.DialTimeout("tcp", srv.addr, ioTimeout)

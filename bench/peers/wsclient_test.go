@@ -315,9 +315,16 @@ type wsbLoop struct {
 	rng    *rand.ChaCha8
 }
 
-func newWSBLoop(conns []*wsbConn) (*wsbLoop, error) {
+// openWSBLoop opens n connections to addr (wsbOpen) and an epoll set
+// over them; close closes both.
+func openWSBLoop(addr string, n int) (*wsbLoop, error) {
+	conns, err := wsbOpen(addr, n)
+	if err != nil {
+		return nil, err
+	}
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
+		wsbClose(conns)
 		return nil, err
 	}
 	l := &wsbLoop{conns: conns, epfd: epfd, events: make([]unix.EpollEvent, 1024), buf: make([]byte, 256<<10),
@@ -325,7 +332,7 @@ func newWSBLoop(conns []*wsbConn) (*wsbLoop, error) {
 	for i, c := range conns {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
-			unix.Close(epfd)
+			l.close()
 			return nil, err
 		}
 	}

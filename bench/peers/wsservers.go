@@ -4,15 +4,12 @@ package peers
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
 
 	"github.com/coder/websocket"
 	gorilla "github.com/gorilla/websocket"
-	"github.com/lesismal/nbio/logging"
 	"github.com/lesismal/nbio/nbhttp"
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/lxzan/gws"
@@ -334,14 +331,10 @@ func (h *gwsHandler) OnMessage(c *gws.Conn, m *gws.Message) {
 // ReleaseWebsocketPayload, as nbio's examples set it, and the message
 // limit. OnMessage echoes with WriteMessage; /broadcast calls WriteMessage
 // on every connection (nbio has no prepared message).
-type WSNbio struct {
-	eng  *nbhttp.Engine
-	addr string
-}
+type WSNbio struct{ nbhttpServer }
 
 // NewWSNbio starts nbio's websocket on 127.0.0.1, on a free port.
 func NewWSNbio() (Server, error) {
-	logging.SetLevel(logging.LevelError)
 	var conns wsConns[*nbws.Conn]
 	up := nbws.NewUpgrader()
 	up.MessageLengthLimit = WSMaxMessage
@@ -359,42 +352,11 @@ func NewWSNbio() (Server, error) {
 		}
 		return n
 	}))
-	s := &WSNbio{}
-	var mu sync.Mutex
-	s.eng = nbhttp.NewEngine(nbhttp.Config{
-		Network:                 "tcp",
-		Addrs:                   []string{"127.0.0.1:0"},
-		Handler:                 mux,
-		ReleaseWebsocketPayload: true,
-		Listen: func(network, addr string) (net.Listener, error) {
-			ln, err := net.Listen(network, addr)
-			if err == nil {
-				mu.Lock()
-				s.addr = ln.Addr().String()
-				mu.Unlock()
-			}
-			return ln, err
-		},
-	})
-	if err := s.eng.Start(); err != nil {
+	s, err := startNbhttp(nbhttp.Config{Handler: mux, ReleaseWebsocketPayload: true})
+	if err != nil {
 		return nil, err
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if s.addr == "" {
-		s.eng.Stop()
-		return nil, errors.New("nbhttp: started without a listener")
-	}
-	return s, nil
-}
-
-// Addr returns the listening address.
-func (s *WSNbio) Addr() string { return s.addr }
-
-// Close stops the engine and closes every connection.
-func (s *WSNbio) Close() error {
-	s.eng.Stop()
-	return nil
+	return &WSNbio{s}, nil
 }
 
 // Poller returns the poller under the server's httpd (for cmd/serve's
