@@ -301,7 +301,7 @@ func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
 		// came since is missed). A report of the parker now or later wakes
 		// it: the netpoller keeps an edge that came before the park.
 		werr = k.arm()
-		if werr != nil && errors.Is(werr, unix.EINVAL) {
+		if errors.Is(werr, unix.EINVAL) {
 			k.refused, werr = true, nil
 		}
 		return werr != nil || k.refused

@@ -3,21 +3,20 @@
 package poller_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/gracepoll/gracepoll/internal/testkit"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
 // TestWatchdog checks that the watchdog reports a release held too long, once, naming what holds
 // it, and never releases early.
 func TestWatchdog(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	p := newPoller(t, poller.Options{Waiters: 2, ReleaseWatchdog: 20 * time.Millisecond, Logger: logger})
 	released := make(chan struct{})
@@ -63,7 +62,7 @@ func TestWatchdog(t *testing.T) {
 
 // TestWatchdogNamesWaiter checks that the watchdog names the waiter that holds up a grace period.
 func TestWatchdogNamesWaiter(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	p := newPoller(t, poller.Options{Waiters: 2, Topology: poller.PerWaiter, ReleaseWatchdog: 20 * time.Millisecond, Logger: logger})
 	h, err := p.Add(poller.Registration{FD: newEventfd(t), Events: poller.Readable, CloseFD: true, OnEvent: nop, Waiter: poller.OnWaiter(0)})
@@ -84,22 +83,4 @@ func TestWatchdogNamesWaiter(t *testing.T) {
 	if w, ok := m["waiters"].([]any); !ok || len(w) != 1 || w[0] != float64(1) {
 		t.Errorf("watchdog report %v, want waiters [1]", m)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
