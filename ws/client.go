@@ -44,6 +44,10 @@ type Dialer struct {
 	MaxMessageSize int64
 	// NetDial dials the TCP connection; nil means a net.Dialer's.
 	NetDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnPong, if not nil, is called by ReadMessage, on its goroutine,
+	// with the payload of each pong that arrives (the answer to Ping),
+	// valid during the call. Without it pongs are dropped.
+	OnPong func(payload []byte)
 }
 
 // Dial connects to a ws:// or wss:// URL with a zero Dialer.
@@ -161,7 +165,7 @@ func (d *Dialer) Dial(ctx context.Context, rawURL string) (*ClientConn, *http.Re
 	case resp.Header.Get("Sec-Websocket-Accept") != acceptKey(key):
 		return fail(resp, fmt.Errorf("%w: wrong Sec-WebSocket-Accept", ErrBadHandshake))
 	}
-	cc := &ClientConn{nc: nc, br: br, resp: resp, maxMsg: d.MaxMessageSize, rng: newMaskRand()}
+	cc := &ClientConn{nc: nc, br: br, resp: resp, maxMsg: d.MaxMessageSize, onPong: d.OnPong, rng: newMaskRand()}
 	if cc.maxMsg == 0 {
 		cc.maxMsg = DefaultMaxMessageSize
 	}
@@ -213,6 +217,7 @@ type ClientConn struct {
 	resp        *http.Response
 	subprotocol string
 	maxMsg      int64
+	onPong      func([]byte)
 
 	deflate  bool
 	level    int  // flate level when not taking over: HuffmanOnly if the server narrowed our window
@@ -342,7 +347,7 @@ func (c *ClientConn) CloseNow() error { return c.nc.Close() }
 
 // ReadMessage returns the next message: its opcode (OpText or OpBinary)
 // and payload, valid until the next ReadMessage. Pings are answered and
-// pongs dropped on the way. When the connection ends it returns a
+// pongs given to Dialer.OnPong on the way. When the connection ends it returns a
 // *CloseError: the peer's close frame (answered, then the connection
 // closed), or ours when the peer broke the protocol (Err says how), or
 // StatusAbnormal and the read's error.
@@ -424,6 +429,10 @@ func (c *ClientConn) read() (Opcode, []byte, error) {
 			switch h.op {
 			case OpPing:
 				c.WriteFrame(true, 0, OpPong, p)
+			case OpPong:
+				if c.onPong != nil {
+					c.onPong(p)
+				}
 			case OpClose:
 				return 0, nil, c.closeReceived(p)
 			}

@@ -48,3 +48,41 @@ func TestSmoke(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestClientPong checks that the client hands each pong to Dialer.OnPong,
+// in order with the messages: the server answers Ping before it echoes
+// the message sent after it.
+func TestClientPong(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/echo", &ws.Upgrader{Handler: echo{}})
+	srv := &httpd.Server{Handler: mux}
+	go srv.Serve(ln)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	defer srv.Shutdown(ctx)
+	var pongs []string
+	d := ws.Dialer{OnPong: func(p []byte) { pongs = append(pongs, string(p)) }}
+	c, _, err := d.Dial(ctx, "ws://"+ln.Addr().String()+"/echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for _, p := range []string{"", "one", strings.Repeat("p", 125)} {
+		if err := c.Ping([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WriteMessage(ws.OpText, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := c.ReadMessage(); err != nil || string(got) != "after" {
+		t.Fatalf("ReadMessage = %q, %v", got, err)
+	}
+	if want := []string{"", "one", strings.Repeat("p", 125)}; strings.Join(pongs, "|") != strings.Join(want, "|") {
+		t.Errorf("OnPong got %q, want %q", pongs, want)
+	}
+}
