@@ -117,12 +117,18 @@ func TestBarrier(t *testing.T) {
 	})
 }
 
-// testBarrierStuck blocks a waiter inside OnEvent, so no grace period can
-// complete: a release retired now cannot run, and Barrier returns its
-// context's error. Once the waiter goes on, the release runs.
+// testBarrierStuck blocks a waiter inside OnEvent and deletes another
+// registration. On per-waiter sets (or with Overrun off) no grace period
+// can complete: the release cannot run, and Barrier returns its context's
+// error until the waiter goes on. On a shared set (Shared, Stealing) the
+// monitor detaches the stuck waiter after Overrun, and the release runs
+// while the handler is still blocked. Either way the blocked handler's own
+// registration, deleted too, is not released under it: its release waits
+// for the running bit, and Barrier waits for that release.
 func testBarrierStuck(t *testing.T, opts poller.Options) {
 	p := newPoller(t, opts)
-	_, unblock := blockWaiter(t, p, poller.Registration{})
+	blocked, unblock := blockWaiter(t, p, poller.Registration{})
+	detaches := opts.Topology != poller.PerWaiter && opts.Overrun >= 0
 
 	fd := newEventfd(t)
 	var released atomic.Bool
@@ -136,6 +142,30 @@ func testBarrierStuck(t *testing.T, opts poller.Options) {
 	}
 	if err := p.Delete(h); err != nil {
 		t.Fatal(err)
+	}
+	if detaches {
+		// Detached, the stuck waiter holds back no other release.
+		barrier(t, p)
+		if !released.Load() {
+			t.Error("Barrier returned nil before OnRelease ran")
+		}
+		if err := p.Delete(blocked); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), quiet)
+		defer cancel()
+		if err := p.Barrier(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Barrier with a deadline while the deleted registration's handler is stuck = %v, want context.DeadlineExceeded", err)
+		}
+		if st := p.Stats(); st.Releases != 1 || st.ReleasedNotFree != 1 {
+			t.Errorf("while the deleted registration's handler is stuck: %d releases, %d released not free; want 1 and 1", st.Releases, st.ReleasedNotFree)
+		}
+		unblock()
+		barrier(t, p)
+		if st := p.Stats(); st.Releases != 2 || st.ReleasedNotFree != 0 {
+			t.Errorf("once the handler returned: %d releases, %d released not free; want 2 and 0", st.Releases, st.ReleasedNotFree)
+		}
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

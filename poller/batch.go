@@ -19,10 +19,16 @@ import (
 // along". The batch is events base..end-1, stored in evs[0:end-base].
 //
 //	the waiter claims event i := next.Add(1)-1, and stops at i >= end
-//	the monitor takes events j..end-1 with a CAS of next from j to end
+//	the monitor takes events j..end-1 with a CAS of next from j to
+//	    end|detachBit, where base < j <= end: the waiter is inside the
+//	    dispatch of event j-1, stuck there
 //
 // Each index goes to whichever gets to it first, so no event is run twice
-// or lost. On a shared set, where the monitor watches, mu orders the rest:
+// or lost. The same CAS detaches the waiter: the monitor now acts for it
+// in the reclaimer (takes it offline) until the waiter's next claim finds
+// detachBit and brings it back online (Poller.reattach). Only a waiter
+// inside a dispatch can be detached, never one between batches, and the
+// waiter and the monitor never make reclaimer calls for it at once. On a shared set, where the monitor watches, mu orders the rest:
 // the waiter holds it to start and end a batch and to append handed-off
 // events, the monitor while it copies events out, so that epoll_wait never
 // overwrites events being copied.
@@ -89,21 +95,39 @@ func (b *batch) extend(k int) {
 	b.mu.Unlock()
 }
 
-// takeRest moves the events the waiter has not claimed to q and returns
-// how many. The monitor calls it.
-func (b *batch) takeRest(q *handoff) int {
+// detachBit marks the cursor of a detached waiter. Far above any index a
+// batch reaches, it makes every claim fail until the waiter clears it.
+const detachBit = int64(1) << 62
+
+// detach moves the events the waiter has not claimed to q and detaches
+// the waiter, if it is inside the dispatch of one of the batch's events.
+// It reports how many events it moved and whether it detached the waiter.
+// The monitor calls it.
+func (b *batch) detach(q *handoff) (moved int, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
 		j := b.next.Load()
-		if j >= b.end {
-			return 0
+		if j <= b.base || j > b.end {
+			// Between batches, before its first claim, after its last,
+			// or detached already.
+			return 0, false
 		}
-		if b.next.CompareAndSwap(j, b.end) {
-			return q.put(b.evs[j-b.base : b.end-b.base])
+		if b.next.CompareAndSwap(j, b.end|detachBit) {
+			return q.put(b.evs[j-b.base : b.end-b.base]), true
 		}
 	}
 }
+
+// detached reports, after claim returned nil, whether the monitor detached
+// the waiter. Only the waiter calls it.
+func (b *batch) detached() bool { return b.next.Load()&detachBit != 0 }
+
+// reattach clears detachBit, undoing the claim that found it, so the next
+// claim goes on from the batch's end as it was then: any events appended
+// since (extend) are still the waiter's. Only the waiter calls it, once
+// the monitor is done acting for it.
+func (b *batch) reattach() { b.next.Store((b.next.Load() - 1) &^ detachBit) }
 
 // handoff is the queue of events taken from blocked waiters' batches, and
 // the eventfd on the shared set that says it is not empty.

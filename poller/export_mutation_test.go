@@ -4,13 +4,13 @@ package poller
 
 // Mutation names for SetMutation.
 const (
-	MutNone           = mutNone
-	MutNoGrace        = mutNoGrace
-	MutTwoLoads       = mutTwoLoads
-	MutNoValidate     = mutNoValidate
-	MutNoJoin         = mutNoJoin
-	MutOfflineBlocked = mutOfflineBlocked
-	MutNoRearm        = mutNoRearm
+	MutNone       = mutNone
+	MutNoGrace    = mutNoGrace
+	MutTwoLoads   = mutTwoLoads
+	MutNoValidate = mutNoValidate
+	MutNoJoin     = mutNoJoin
+	MutNoRunPin   = mutNoRunPin
+	MutNoRearm    = mutNoRearm
 )
 
 // SetMutation switches a deliberate bug on (or off with MutNone) for

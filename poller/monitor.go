@@ -24,6 +24,9 @@ import (
 //   - the events of its batch it has not reached go to the hand-off queue,
 //     and the queue's eventfd wakes a free waiter, which takes them into
 //     its own batch and validates each like a fresh event (batch.go);
+//   - the blocked waiter is detached: taken offline in the reclaimer on its
+//     behalf (offlineFor), so that releases of other registrations do not
+//     wait for its handler, while the running bit pins its own;
 //   - if every waiter of an epoll set is blocked and events wait (the
 //     queue, or the set itself: an epoll fd polls readable while its ready
 //     list is not empty), and fewer goroutines wait for a P than waiters
@@ -182,11 +185,13 @@ func (p *Poller) scan() (processing bool) {
 		m.blocked[w.set]++
 		m.since[w.set] = max(m.since[w.set], w.seenAt)
 		blocked++
-		testHookBlocked(p, w)
-		if k := w.b.takeRest(&p.hq); k > 0 {
+		if k, ok := w.b.detach(&p.hq); ok {
 			p.handedOff.Add(uint64(k))
-			// The cursor moved to the batch's end; the handler has not.
+			p.detaches.Add(1)
+			// The cursor moved; the handler has not.
 			w.seen = w.b.next.Load()
+			p.wg.Add(1) // Close stops the monitor before it waits
+			go p.offlineFor(w)
 		}
 	}
 	if blocked == 0 {
@@ -215,6 +220,34 @@ func (p *Poller) scan() (processing bool) {
 		}
 	}
 	return processing
+}
+
+// offlineFor takes detached waiter w offline in the reclaimer on its
+// behalf, then lets it come back online (reattach). It runs on a goroutine
+// of its own because Offline may run releases, and their OnRelease calls
+// must delay neither the monitor nor, unless it returns meanwhile, w.
+//
+// This is what keeps a handler that blocks from holding back the release
+// of every other registration: a waiter that never returns from one
+// handler never reaches a quiescent point, and pass-the-buck (like any
+// quiescent-state reclaimer) would wait for it forever. Detached, it holds
+// one reference the grace period would protect, the registration it is
+// running, and that one is pinned by its running bit (slot.toFreeing);
+// the rest of its batch went to other waiters as raw events, and whatever
+// it claims after reattach it validates then, as after epoll_wait.
+func (p *Poller) offlineFor(w *waiter) {
+	defer p.wg.Done()
+	p.rec.Offline(w.id)
+	w.attach <- struct{}{}
+}
+
+// reattach brings detached waiter w back online once its handler has
+// returned, after the monitor's Offline on its behalf has: the two never
+// make reclaimer calls for w at once.
+func (p *Poller) reattach(w *waiter) {
+	<-w.attach
+	p.rec.Online(w.id)
+	w.b.reattach()
 }
 
 // starvedOverruns is how long, in Overruns, every waiter of a set may look

@@ -13,7 +13,7 @@ func testHookReclaimer(r reclaim.Reclaimer) reclaim.Reclaimer { return r }
 
 func testHookJoin(r reclaim.Reclaimer, p int) { r.Join(p) }
 
-func testHookBlocked(_ *Poller, _ *waiter) {}
+func testHookPinned(running bool) bool { return running }
 
 func testHookRearm(disarmed bool) bool { return disarmed }
 

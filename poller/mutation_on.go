@@ -16,13 +16,13 @@ import (
 )
 
 const (
-	mutNone           = iota
-	mutNoGrace        // release at once, without a grace period (testHookReclaimer)
-	mutTwoLoads       // validate with two loads: generation, then state (testHookValidate)
-	mutNoValidate     // skip offline waiters but trust events after Online (testHookValidate)
-	mutNoJoin         // an extra waiter runs without joining the reclaimer (testHookJoin)
-	mutOfflineBlocked // a waiter blocked in a handler counts as offline (testHookBlocked)
-	mutNoRearm        // a run that ends never re-arms a disarmed entry (testHookRearm)
+	mutNone       = iota
+	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
+	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
+	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
+	mutNoJoin     // an extra waiter runs without joining the reclaimer (testHookJoin)
+	mutNoRunPin   // the release ignores the running bit of a detached waiter's handler (testHookPinned)
+	mutNoRearm    // a run that ends never re-arms a disarmed entry (testHookRearm)
 )
 
 // mutation is set by tests (export_mutation_test.go) before New.
@@ -65,14 +65,11 @@ func testHookJoin(r reclaim.Reclaimer, p int) {
 	}
 }
 
-// testHookBlocked, in the mutant, takes a waiter blocked in a handler
-// offline when the monitor finds it, as if a waiter whose batch was handed
-// off held nothing: grace periods then end under the running handler.
-func testHookBlocked(p *Poller, w *waiter) {
-	if mutation == mutOfflineBlocked {
-		p.rec.Offline(w.id)
-	}
-}
+// testHookPinned, in the mutant, tells the release that no handler runs
+// the registration: a waiter the monitor detached is then treated as if it
+// held nothing, and the registration its handler still runs is freed
+// under it.
+func testHookPinned(running bool) bool { return running && mutation != mutNoRunPin }
 
 // testHookRearm, in the mutant, forgets that another waiter disarmed the
 // registration's entry while it ran: the entry stays one-shot, and after

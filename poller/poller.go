@@ -138,6 +138,8 @@ type Poller struct {
 	handedOff atomic.Uint64 // events moved to hq; written by the monitor
 	grown     atomic.Uint64 // extra waiters started; written by the monitor
 	disarms   atomic.Uint64 // Stealing entries disarmed (dispatchShared)
+	detaches  atomic.Uint64 // blocked waiters taken offline; written by the monitor
+	pins      pinWaits      // releases waiting for a detached waiter's handler
 
 	// own names the poller's own fds, which Add refuses; a waiter's
 	// parker comes and goes with the waiter.
@@ -300,6 +302,7 @@ func (p *Poller) setup() error {
 		w.epfd = p.epfds[w.set]
 		w.on.Store(int32(w.set))
 		w.b.init(p.opts.MaxEvents, handoffs)
+		w.attach = make(chan struct{}, 1)
 	}
 	p.setGen = make([]atomic.Uint32, sets)
 	for i := range p.opts.Waiters {

@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/gracepoll/gracepoll/reclaim"
@@ -140,8 +141,19 @@ func (p *Poller) retire(s *slot) {
 // from its waiter, then bumps the generation and recycles the slot. It
 // takes no lock but the fd map's and the table's, and allocates nothing.
 func (p *Poller) release(s *slot) {
-	h, ok := s.toFreeing()
+	v := s.load()
+	if v.has(bitRunning) {
+		// A detached waiter's handler still runs this registration. Known
+		// to Barrier before toFreeing publishes waitHolds: the release
+		// that follows the handler may run at once.
+		p.pins.add(s, v.gen())
+	}
+	h, ok, running := s.toFreeing()
 	if !ok {
+		if !running {
+			// Holds alone, which Barrier does not wait for.
+			p.pins.done(s, v.gen())
+		}
 		return
 	}
 	p.latency.add(time.Duration(p.now() - s.deletedAt.Load()))
@@ -166,6 +178,7 @@ func (p *Poller) release(s *slot) {
 	if s.attached {
 		p.waiters[s.waiter].attached.Add(-1)
 	}
+	p.pins.done(s, h.Gen())
 	s.clear()
 	if s.free(h.Gen()) {
 		p.tab.recycle(h.Slot())
@@ -202,5 +215,92 @@ func (p *Poller) Barrier(ctx context.Context) error {
 	if errors.Is(err, reclaim.ErrClosed) {
 		return ErrClosed
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// Every release retired before the call has run once; those that
+	// found their handler still running have been counted by now, and go
+	// round again when it returns.
+	return p.pins.wait(ctx)
+}
+
+// pinWaits tracks the releases that found their registration's handler
+// still running, on a waiter the monitor detached, and wait for it: the
+// reclaimer counts such a release done when it steps aside, so Barrier
+// waits for them here. Only a handler blocked past Overrun while its own
+// registration is deleted gets here; every other release costs one load.
+type pinWaits struct {
+	mu      sync.Mutex
+	seq     uint64             // counts add calls
+	waiting map[*slot]pinEntry // the waiting releases
+	changed chan struct{}      // closed, and replaced, when one stops waiting
+}
+
+// pinEntry is one waiting release: its generation, and its add's seq.
+type pinEntry struct {
+	gen uint32
+	seq uint64
+}
+
+// add records that generation gen of s waits for its running bit, unless
+// it already does. Only s's release calls it.
+func (t *pinWaits) add(s *slot, gen uint32) {
+	if s.pinned.Load() {
+		return
+	}
+	t.mu.Lock()
+	if t.waiting == nil {
+		t.waiting = make(map[*slot]pinEntry)
+	}
+	t.seq++
+	t.waiting[s] = pinEntry{gen, t.seq}
+	s.pinned.Store(true)
+	t.mu.Unlock()
+}
+
+// done records that generation gen of s no longer waits for a handler: its
+// release completed, or waits for holds alone. The generation keeps a late
+// call from ending a later registration's wait.
+func (t *pinWaits) done(s *slot, gen uint32) {
+	if !s.pinned.Load() {
+		return
+	}
+	t.mu.Lock()
+	if e, ok := t.waiting[s]; ok && e.gen == gen {
+		delete(t.waiting, s)
+		s.pinned.Store(false)
+		if t.changed != nil {
+			close(t.changed)
+			t.changed = nil
+		}
+	}
+	t.mu.Unlock()
+}
+
+// wait returns when every release added before the call is done, or ctx's
+// error.
+func (t *pinWaits) wait(ctx context.Context) error {
+	t.mu.Lock()
+	target := t.seq
+	for {
+		waiting := false
+		for _, e := range t.waiting {
+			waiting = waiting || e.seq <= target
+		}
+		if !waiting {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.changed == nil {
+			t.changed = make(chan struct{})
+		}
+		ch := t.changed
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t.mu.Lock()
+	}
 }

@@ -17,10 +17,11 @@ import (
 //	             while the kernel reported it again; the runner re-arms it
 //	bit  5       adding: Add has published the slot and is inside its
 //	             EPOLL_CTL_ADD, holding ctlMu
-//	bit  4       waitHolds: the grace period is over; the last hold to go
-//	             retires the release again
+//	bit  4       waitHolds: the grace period is over; the last hold (or
+//	             the running bit) to go retires the release again
 //	bit  3       pending: events arrived while a waiter ran OnEvent (Shared)
-//	bit  2       running: a waiter is running OnEvent (Shared)
+//	bit  2       running: a waiter is running OnEvent (Shared, Stealing);
+//	             the release waits for it as for a hold
 //	bits 1..0    lifecycle: free, active, released, freeing
 //
 // The lifecycle: Add makes a free slot active (registered in epoll and
@@ -39,6 +40,14 @@ import (
 // running bit orders the OnEvent calls of one registration on a shared set
 // (each run's final CAS happens before the next run's first CAS), which the
 // race detector can see and the kernel's EPOLLONESHOT ordering it cannot.
+//
+// The running bit is also a pin. It is taken only by the CAS that
+// validates an event (enterRun: active, generation g), and the release
+// treats it as a hold (toFreeing), so a handler's own registration can
+// never be freed under it, whatever the reclaimer decides. That is what
+// lets the monitor take a waiter stuck in one handler offline in the
+// reclaimer (monitor.go): the running registration is the one reference it
+// holds, and the pin keeps it.
 const (
 	lifeFree     uint64 = 0
 	lifeActive   uint64 = 1
@@ -127,6 +136,9 @@ type slot struct {
 
 	deletedAt atomic.Int64 // ns since Poller.base, when it was released
 	warned    atomic.Bool  // the watchdog reported it
+	// pinned: its release found its handler still running and waits for
+	// it, and Barrier with it (pinWaits); set and cleared by its release.
+	pinned atomic.Bool
 
 	// work holds the registration's timers and context, made on first
 	// use and kept for the slot's later registrations: most never use
@@ -277,10 +289,12 @@ func (s *slot) enterRun(gen uint32, e Events, disarm bool) int {
 
 // finishRun clears the running bit, or, if events arrived meanwhile and the
 // registration is still active, takes them for another run. The running
-// waiter has not passed a quiescent point, so the slot is not freed. Once
-// the running bit is clear, rearm reports a disarmed entry: the caller
-// re-arms it (clearDisarmed), as the waiter that disarmed it relied on.
-func (s *slot) finishRun() (e Events, again, rearm bool) {
+// bit pins the slot, so it is not freed while the bit is set. Once the
+// running bit is clear, rearm reports a disarmed entry: the caller re-arms
+// it (clearDisarmed), as the waiter that disarmed it relied on; and unpin
+// says what ending the run means to a release that waits for it
+// (Poller.unpinned).
+func (s *slot) finishRun() (e Events, again, rearm bool, unpin int) {
 	for {
 		v := s.load()
 		if !v.has(bitRunning) {
@@ -288,14 +302,38 @@ func (s *slot) finishRun() (e Events, again, rearm bool) {
 		}
 		if v.has(bitPending) && v.life() == lifeActive {
 			if s.cas(v, v.without(bitPending)) {
-				return Events(s.pend.Swap(0)), true, false
+				return Events(s.pend.Swap(0)), true, false, unpinNone
 			}
 			continue
 		}
-		if s.cas(v, v.without(bitRunning|bitPending)) {
-			return 0, false, v.has(bitDisarmed)
+		nv, unpin := v.unpinned(bitRunning | bitPending)
+		if s.cas(v, nv) {
+			return 0, false, v.has(bitDisarmed), unpin
 		}
 	}
+}
+
+// What dropping a pin (the running bit, or a hold) means to a release
+// that found the slot pinned after its grace period (waitHolds).
+const (
+	unpinNone   = iota // nothing: no release waits, or other pins remain
+	unpinRetire        // the last pin: retire the release again
+	unpinHolds         // the running bit went, holds remain: the release waits for them alone
+)
+
+// unpinned returns v without the given bits and says what that means to a
+// waiting release; for the last pin, waitHolds is cleared too.
+func (v state) unpinned(bits uint64) (state, int) {
+	nv := v.without(bits)
+	switch {
+	case !v.has(bitWaitHolds) || nv.has(bitRunning):
+		return nv, unpinNone
+	case nv.holds() == 0:
+		return nv.without(bitWaitHolds), unpinRetire
+	case v.has(bitRunning):
+		return nv, unpinHolds
+	}
+	return nv, unpinNone
 }
 
 // disarmed reports whether generation gen is active with its entry
@@ -320,12 +358,14 @@ func (s *slot) clearDisarmed(gen uint32) bool {
 	}
 }
 
-// stopRunning clears the running and pending bits after a final event.
-func (s *slot) stopRunning() {
+// stopRunning clears the running and pending bits after a final event,
+// and says what that means to a waiting release, as finishRun.
+func (s *slot) stopRunning() (unpin int) {
 	for {
 		v := s.load()
-		if s.cas(v, v.without(bitRunning|bitPending)) {
-			return
+		nv, unpin := v.unpinned(bitRunning | bitPending)
+		if s.cas(v, nv) {
+			return unpin
 		}
 	}
 }
@@ -359,42 +399,42 @@ func (s *slot) acquire(gen uint32, internal bool) int {
 	}
 }
 
-// unhold drops a hold. It reports whether it was the last one after the
-// grace period ended: the caller must then retire the release again.
+// unhold drops a hold. It reports whether it was the last pin (hold or
+// running bit) after the grace period ended: the caller must then retire
+// the release again.
 func (s *slot) unhold() (retire bool) {
 	for {
 		v := s.load()
 		if v.holds() == 0 {
 			inconsistent("unhold", v)
 		}
-		nv := state(uint64(v) - holdOne)
-		last := nv.holds() == 0 && v.has(bitWaitHolds)
-		if last {
-			nv = nv.without(bitWaitHolds)
-		}
+		nv, unpin := state(uint64(v) - holdOne).unpinned(0)
 		if s.cas(v, nv) {
-			return last
+			return unpin == unpinRetire
 		}
 	}
 }
 
 // toFreeing starts the release after the grace period: released becomes
-// freeing and the handle is returned, unless holds remain; then the slot
-// waits for its last hold (waitHolds) and ok is false.
-func (s *slot) toFreeing() (h Handle, ok bool) {
+// freeing and the handle is returned, unless pins remain (holds, or the
+// running bit of a handler still running); then the slot waits for its
+// last pin (waitHolds), ok is false, and running reports whether the
+// running bit was among them.
+func (s *slot) toFreeing() (h Handle, ok, running bool) {
 	for {
 		v := s.load()
 		if v.life() != lifeReleased || v.has(bitWaitHolds) {
 			inconsistent("toFreeing", v)
 		}
-		if v.holds() > 0 {
+		running = testHookPinned(v.has(bitRunning))
+		if v.holds() > 0 || running {
 			if s.cas(v, v.with(bitWaitHolds)) {
-				return 0, false
+				return 0, false, running
 			}
 			continue
 		}
 		if s.cas(v, v.to(lifeFreeing)) {
-			return s.handle(v.gen()), true
+			return s.handle(v.gen()), true, false
 		}
 	}
 }

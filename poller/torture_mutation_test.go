@@ -47,7 +47,7 @@ var mutants = []struct {
 	{"TwoLoads", poller.MutTwoLoads, "validation with two loads (generation, then state)", false},
 	{"NoValidate", poller.MutNoValidate, "skipping offline waiters without validating events after Online", false},
 	{"NoJoin", poller.MutNoJoin, "an extra waiter that runs without joining the reclaimer", true},
-	{"OfflineBlocked", poller.MutOfflineBlocked, "a waiter blocked in a handler counted as offline once its batch is handed off", true},
+	{"NoRunPin", poller.MutNoRunPin, "a release that ignores the running bit of a detached waiter's handler", true},
 }
 
 // TestMutationTorture runs the torture against each mutant, in both

@@ -43,6 +43,9 @@ type waiter struct {
 	parker  *parker
 	parkGen uint32
 	b       batch
+	// attach is how the monitor, having taken the waiter offline in the
+	// reclaimer while it was detached, lets it come back (reattach).
+	attach chan struct{}
 	// seen and seenAt are the monitor's: the claim cursor as it last
 	// found it, and since when (ns since Poller.base; 0 in epoll_wait).
 	seen, seenAt int64
@@ -200,7 +203,17 @@ func (p *Poller) loop(w *waiter, extra bool, timeoutMs int) {
 func (p *Poller) runBatch(w *waiter, n int) {
 	w.b.start(n)
 	var stale uint64
-	for ev := w.b.claim(); ev != nil; ev = w.b.claim() {
+	for {
+		ev := w.b.claim()
+		if ev == nil {
+			if !w.b.detached() {
+				break
+			}
+			// The monitor took this waiter offline while a handler
+			// blocked: come back online before touching another event.
+			p.reattach(w)
+			continue
+		}
 		h, e := eventOf(ev)
 		switch h {
 		case wakeHandle:
@@ -281,22 +294,40 @@ func (p *Poller) dispatchShared(w *waiter, s *slot, h Handle, e Events) bool {
 	for {
 		if e&(HangUp|Error) != 0 {
 			p.hangUp(w, s, h, e)
-			s.stopRunning()
+			p.unpinned(s, h, s.stopRunning())
 			return true
 		}
 		if p.callEvent(w, s, h, e) {
 			p.endFromWaiter(s, h, Panicked)
 		}
 		var again, disarmed bool
-		if e, again, disarmed = s.finishRun(); !again {
+		var unpin int
+		if e, again, disarmed, unpin = s.finishRun(); !again {
+			p.unpinned(s, h, unpin)
 			rearm = rearm || testHookRearm(disarmed)
 			break
 		}
 	}
+	// Past finishRun the slot is no longer pinned: rearm touches it only
+	// under ctlMu, if it is still this generation, active.
 	if rearm {
 		p.rearm(s, h)
 	}
 	return true
+}
+
+// unpinned finishes what a run's end means to a release that found the
+// registration running (finishRun): the registration was released while
+// its handler went on with the waiter detached (monitor.go), and the
+// release waited for the running bit. It goes round again once nothing
+// pins the slot; if holds remain, Barrier stops waiting for it.
+func (p *Poller) unpinned(s *slot, h Handle, unpin int) {
+	switch unpin {
+	case unpinRetire:
+		p.retire(s)
+	case unpinHolds:
+		p.pins.done(s, h.Gen())
+	}
 }
 
 // rearm re-enables a one-shot or disarmed registration after its dispatch,
