@@ -93,6 +93,11 @@ type Stats struct {
 	// blocked (Options.Overrun; Shared and Stealing).
 	HandedOff uint64 `json:"handed_off"`
 	Grown     uint64 `json:"grown"`
+	// Detaches counts the waiters found blocked in a handler for Overrun
+	// and taken offline in the reclaimer on their behalf (Shared and
+	// Stealing), so that releases of other registrations did not wait for
+	// the handler.
+	Detaches uint64 `json:"detaches"`
 	// Disarms counts, with Stealing, the times a waiter found a
 	// level-triggered registration running on another and made its entry
 	// one-shot until that run ended: two epoll_ctl calls each, the cost of
@@ -216,6 +221,7 @@ func (p *Poller) Stats() Stats {
 		ClosedEarly:    uint64(p.closedEarly.Value()),
 		HandedOff:      p.handedOff.Load(),
 		Grown:          p.grown.Load(),
+		Detaches:       p.detaches.Load(),
 		Disarms:        p.disarms.Load(),
 		Reclaim:        rs,
 		ReleaseLatency: p.latency.summary(),
