@@ -89,13 +89,17 @@
 // Handlers run on the poller's waiters. With the default, an epoll set per
 // waiter, a connection stays on one waiter: the fastest dispatch for
 // handlers of uniform, tiny cost, and a handler that blocks (a lock, a disk
-// read, a call to another service) stalls every connection of its waiter,
-// as on every per-loop event library. With Options.Poller.Topology set to
+// read, a call to another service, a Flush to a slow client) stalls every
+// connection of its waiter, as on every per-loop event library, and holds
+// back the release (OnClose, the descriptor's close) of every connection
+// closed meanwhile until it returns. With Options.Poller.Topology set to
 // poller.Shared, the next free waiter takes the next event, a waiter stuck
 // in one handler hands the events it had taken to the others, and more
 // waiters start while all are stuck (poller.Options.Overrun and
-// MaxWaiters): a slow handler holds up its own connection only. Choose it
-// for handlers of uneven cost or that may block. poller.Stealing keeps a
+// MaxWaiters): a slow handler holds up its own connection only, and a
+// waiter stuck in it is taken offline in the poller's reclaimer, so other
+// connections are released (OnClose run, descriptor closed) as they close.
+// Choose it for handlers of uneven cost or that may block. poller.Stealing keeps a
 // set per waiter, with the default's dispatch speed while nothing blocks,
 // and hands a stuck waiter's events and its set to another once the
 // poller notices it (about Overrun; a millisecond or two on an idle
@@ -357,8 +361,11 @@ type Options struct {
 	// WriteTimeout closes a connection whose queued output made no
 	// progress for this long (Conn.SetWriteDeadline). 0: none.
 	WriteTimeout time.Duration
-	// Logger receives reports such as running out of file descriptors;
-	// nil means slog.Default().
+	// Logger receives reports such as running out of file descriptors,
+	// and the poller's too (its release watchdog's, misuse, recovered
+	// panics) unless Poller.Logger is set; nil means slog.Default().
+	// httpd.Server sets it, when it is nil and the Server's ErrorLog is
+	// not, to write to that ErrorLog.
 	Logger *slog.Logger
 
 	// TLS, if not nil, makes every accepted connection a TLS server

@@ -29,7 +29,10 @@
 //
 // The server's poller uses one shared epoll set by default (poller.Shared):
 // a handler that blocks (a database call, a lock, a sleep) delays its own
-// connection only. The others' events go to the other waiters, and when
+// connection only: neither other connections' requests nor their release
+// when they close (their descriptors are closed as they go, while the
+// handler still blocks; see the poller package on detached waiters). The
+// others' events go to the other waiters, and when
 // all are blocked for poller.Options.Overrun another waiter starts, up to
 // Options.Poller.MaxWaiters (here poller.MaxWaiters, 1,024, by default).
 // With that many handlers blocked at once, further requests wait until one

@@ -139,10 +139,14 @@ type Options struct {
 	// on a shared set (Shared or Stealing) before its waiter counts as
 	// blocked. The events of a blocked waiter's batch that it has not
 	// reached go to other waiters, which validate and dispatch them like
-	// fresh ones; and when every waiter of an epoll set is blocked while
-	// events wait, another waiter starts on it, up to MaxWaiters. 0 means
-	// DefaultOverrun; negative turns both off. With PerWaiter it is
-	// ignored: a registration's events can only go to its own waiter.
+	// fresh ones; the blocked waiter is detached (taken offline in the
+	// reclaimer until its handler returns, so that releases of other
+	// registrations do not wait for it); and when every waiter of an
+	// epoll set is blocked while events wait, another waiter starts on
+	// it, up to MaxWaiters. 0 means DefaultOverrun; negative turns all
+	// three off. With PerWaiter it is ignored: a registration's events can
+	// only go to its own waiter, and a handler that blocks holds back
+	// every release until it returns.
 	Overrun time.Duration
 	// MaxWaiters bounds the waiters of a shared set (Shared or Stealing),
 	// counting the extra ones started when all are blocked; 0 means 16 ×

@@ -46,14 +46,20 @@
 // On a shared set (Topology Shared) a slow handler delays only its own
 // registration: a waiter blocked in one handler for Options.Overrun hands
 // the events of its batch it has not reached to the other waiters, which
-// validate them like fresh events, and when every waiter is blocked while
+// validate them like fresh events, and is detached: taken offline in the
+// reclaimer on its behalf until the handler returns, so that releases of
+// other registrations do not wait for it (the one it runs stays pinned by
+// its running bit, and its release waits for the handler, Barrier
+// included); and when every waiter is blocked while
 // events wait, another waiter starts, up to Options.MaxWaiters, joining the
 // reclaimer before its first epoll_wait; an idle extra waiter leaves it and
 // ends. Topology Stealing does the same on per-waiter sets, starting a
 // stand-in on a blocked waiter's own set, and so dispatches as fast as
 // PerWaiter while nothing blocks. Neither lets a release through early: a handed-off event holds no
-// reference until it is validated, and a waiter leaves only between
-// batches.
+// reference until it is validated, a waiter leaves only between
+// batches, and a detached waiter validates every event it claims after
+// its handler returns. With PerWaiter nothing is handed off or detached: a
+// handler that blocks holds back every release until it returns.
 //
 // A handler that panics does not take the poller down: the panic is
 // recovered, reported to Options.OnPanic (or logged with log/slog), and the
