@@ -98,7 +98,10 @@ type Registration struct {
 	OnEvent func(Event)
 	// OnRelease, if set, is called once after the registration was deleted
 	// (or hung up, or the poller closed) and every waiter has passed a
-	// quiescent point: no OnEvent call for it is running or will run.
+	// quiescent point: no OnEvent call for it is running or will run. It
+	// runs in the reclaimer's batch, on a waiter or the reclaimer's
+	// goroutine, with other registrations' releases after it: it must not
+	// block, or they wait too.
 	OnRelease func(Released)
 	// CloseFD hands the fd to the poller, which closes it after OnRelease
 	// returns. Until then the fd number cannot be registered again. If
