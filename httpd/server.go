@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -82,7 +83,19 @@ type Server struct {
 	MaxStreams int
 
 	// ErrorLog receives errors such as handler panics; nil means the log
-	// package's standard logger.
+	// package's standard logger. When set, it also receives the
+	// transport's reports, which conn and the poller log through
+	// log/slog: running out of file descriptors, misuse, and the poller's
+	// release watchdog, which reports connections' releases held longer
+	// than Options.Poller.ReleaseWatchdog (10 s) and what holds them, such
+	// as a handler blocked on its waiter. One line each: level, message,
+	// key=value attributes ("WARN poller: releases pending too long: ...
+	// waiter=0 stuck=11.7s releases=200 ..."). Options.Logger, if set,
+	// takes conn's reports instead, and the poller's unless
+	// Options.Poller.Logger is set too, which then takes the poller's.
+	// With ErrorLog nil they go to slog.Default(), which writes to the
+	// log package's standard logger unless the program set another
+	// default.
 	ErrorLog *log.Logger
 	// ConnState, if not nil, is called as a connection changes state, as
 	// http.Server's is (StateNew, StateActive, StateIdle, StateHijacked,
@@ -243,6 +256,10 @@ func (s *Server) configure(l net.Listener) (*handler, conn.Options, error) {
 	h.ctx, h.cancel = context.WithCancel(base)
 
 	opts := s.Options
+	if s.ErrorLog != nil && opts.Logger == nil {
+		// conn passes it on to the poller unless Poller.Logger is set.
+		opts.Logger = slog.New(newErrorLogHandler(s.ErrorLog))
+	}
 	if opts.Poller.Topology == poller.PerWaiter && opts.Poller.MaxWaiters == 0 && opts.Poller.Waiters == 0 {
 		opts.Poller.Topology = poller.Shared
 		// A handler writing a large response to a client that reads

@@ -280,48 +280,259 @@ func (p *Poller) oldestPending() time.Duration {
 	return time.Duration(oldest)
 }
 
-// watch is the release watchdog: it reports, once each, releases pending
-// longer than Options.ReleaseWatchdog and what holds them. It only reads.
+// watch is the release watchdog: every ReleaseWatchdog/4 it looks for
+// releases pending longer than ReleaseWatchdog and reports what holds them,
+// once per cause (see watchdog). It only reads: it never releases early.
 func (p *Poller) watch() {
 	defer close(p.wdDone)
-	limit := int64(p.opts.ReleaseWatchdog)
 	tick := time.NewTicker(max(p.opts.ReleaseWatchdog/4, time.Millisecond))
 	defer tick.Stop()
+	wd := newWatchdog(p)
 	for {
 		select {
 		case <-p.watchdog:
 			return
 		case <-tick.C:
 		}
-		now := p.now()
-		for i := range p.tab.used() {
-			s := p.tab.get(i)
-			v, age, ok := p.pendingAge(s, now)
-			if ok && age >= limit && s.warned.CompareAndSwap(false, true) {
-				p.report(s.handle(v.gen()), v, time.Duration(age))
+		wd.tick(p.now())
+	}
+}
+
+// The causes that hold a release, as the watchdog tells them apart.
+const (
+	// A waiter that has not passed a quiescent point for a whole
+	// ReleaseWatchdog while the reclaimer counts releases waiting for it:
+	// most often a callback blocked on it (PerWaiter).
+	causeWaiter = iota
+	// The grace period, when no waiter is found stuck: the waiters the
+	// reclaimer counts as holding releases are named.
+	causeGrace
+	// Holds taken with Hold (or internal reads) not yet released, after
+	// the grace period.
+	causeHolds
+	// A handler of the released registration itself, still running (its
+	// running bit pins the slot: Shared, Stealing).
+	causeHandler
+	// OnRelease still running.
+	causeOnRelease
+)
+
+// cause is what holds a release: a kind, and for causeWaiter the waiter.
+type cause struct{ kind, waiter int }
+
+// finding is one cause's releases pending too long, as one tick found them.
+type finding struct {
+	n      int64  // releases held
+	oldest Handle // the oldest of them (for causeWaiter, of the grace period's)
+	age    int64  // its age, since Delete
+	holds  uint64 // causeHolds: the holds on them
+	waiter int    // causeHandler: the oldest's waiter (as Info reports it), -1 if gone
+	stuck  int64  // causeWaiter: how long it has not passed a quiescent point
+	// causeGrace: the waiters the reclaimer counts as holding releases.
+	waiters []int
+}
+
+// waiterSeen is what the watchdog last saw of a waiter: its phase and claim
+// cursor, and since when, at the latest, it has been in that state.
+type waiterSeen struct{ phase, cursor, since int64 }
+
+// tracked is a cause the watchdog has found: the count it reported (0 if
+// none yet), the last tick that found it, and for how many ticks in a row.
+type tracked struct{ n, seen, ticks int64 }
+
+// watchdog is the state of the watch goroutine, its alone. Each tick it
+// scans the slots for releases pending longer than the limit, sorts them by
+// cause and reports each cause once, with a count and the oldest release:
+// a blocked waiter holding two hundred releases is one line, not two
+// hundred. A cause is reported once two ticks in a row have found it, so a
+// passing state is not (a release its last hold retired again is in a
+// second grace period for a moment, its age counted from Delete). It is
+// reported again only when its count has at least doubled since its last
+// report, or once it has been gone for a whole limit and comes back; so
+// however many releases wait, and however long, a cause costs a few lines.
+//
+// It also watches every waiter's phase and claim cursor (two atomic loads
+// each) to tell how long a waiter has gone without a quiescent point: a
+// waiter passes one only between batches, which moves its cursor, or when
+// it blocks, which changes its phase; while both stay as they were, it is
+// inside one dispatch. The estimate is the later of the moment it came out
+// of epoll_wait and the last tick that saw it elsewhere, so it is exact for
+// a waiter that blocked in the batch it woke for, and otherwise too long by
+// at most a tick.
+//
+// Cost per tick: a load of the two release counters; only when releases
+// are pending, a load of each slot's word; only when some are older than
+// the limit and wait for a grace period, one reclaimer Stats.
+type watchdog struct {
+	p       *Poller
+	limit   int64
+	last    int64 // the previous tick
+	seen    []waiterSeen
+	found   map[cause]*finding
+	tracked map[cause]tracked
+}
+
+func newWatchdog(p *Poller) *watchdog {
+	return &watchdog{
+		p:       p,
+		limit:   int64(p.opts.ReleaseWatchdog),
+		seen:    make([]waiterSeen, len(p.waiters)),
+		found:   make(map[cause]*finding),
+		tracked: make(map[cause]tracked),
+	}
+}
+
+// tick looks at the waiters and the pending releases at time now, and
+// reports the causes that are new or have doubled.
+func (wd *watchdog) tick(now int64) {
+	p := wd.p
+	for i := range int(p.highWater.Load()) {
+		w := &p.waiters[i]
+		ph, cur := w.phase.Load(), w.b.next.Load()
+		if o := &wd.seen[i]; ph != o.phase || cur != o.cursor {
+			*o = waiterSeen{phase: ph, cursor: cur, since: max(-ph, wd.last)}
+		}
+	}
+	prev := wd.last
+	wd.last = now
+	clear(wd.found)
+	if p.deleted.Value() != p.releases.Value() {
+		wd.scan(now)
+	}
+	if len(wd.found) > 0 {
+		causes := make([]cause, 0, len(wd.found))
+		for c := range wd.found {
+			causes = append(causes, c)
+		}
+		slices.SortFunc(causes, func(a, b cause) int {
+			if a.kind != b.kind {
+				return a.kind - b.kind
 			}
+			return a.waiter - b.waiter
+		})
+		for _, c := range causes {
+			f, t := wd.found[c], wd.tracked[c]
+			if t.seen == prev {
+				t.ticks++
+			} else {
+				t.ticks = 1
+			}
+			if t.ticks >= 2 && (t.n == 0 || f.n >= 2*t.n) {
+				p.reportHeld(c, f)
+				t.n = f.n
+			}
+			t.seen = now
+			wd.tracked[c] = t
+		}
+	}
+	for c, t := range wd.tracked {
+		if now-t.seen >= wd.limit {
+			delete(wd.tracked, c) // gone a whole limit: report it if it comes back
 		}
 	}
 }
 
-// report logs one stuck release with what holds it.
-func (p *Poller) report(h Handle, v state, age time.Duration) {
-	args := []any{"handle", h.String(), "age", age.Round(time.Millisecond)}
-	switch {
-	case v.life() == lifeFreeing:
-		args = append(args, "held_by", "OnRelease still running")
-	case v.holds() > 0:
-		args = append(args, "held_by", "holds", "holds", v.holds())
-	default:
-		var waiters []int
-		for i, ps := range p.rec.Stats().Participants {
-			if ps.Holding > 0 {
-				waiters = append(waiters, i)
+// scan sorts the releases pending longer than the limit by cause.
+func (wd *watchdog) scan(now int64) {
+	p := wd.p
+	var grace finding
+	add := func(c cause, s *slot, v state, age int64) *finding {
+		f := wd.found[c]
+		if f == nil {
+			f = &finding{}
+			wd.found[c] = f
+		}
+		f.n++
+		if age > f.age {
+			f.oldest, f.age = s.handle(v.gen()), age
+		}
+		return f
+	}
+	for i := range p.tab.used() {
+		s := p.tab.get(i)
+		v, age, ok := p.pendingAge(s, now)
+		if !ok || age < wd.limit {
+			continue
+		}
+		switch {
+		case v.life() == lifeFreeing:
+			add(cause{kind: causeOnRelease}, s, v, age)
+		case v.has(bitRunning):
+			// Before its grace period ends, too: the grace period
+			// waits for the waiter running it, which is reported on
+			// its own line if it holds other releases.
+			add(cause{kind: causeHandler}, s, v, age)
+		case v.has(bitWaitHolds) && v.holds() > 0:
+			add(cause{kind: causeHolds}, s, v, age).holds += v.holds()
+		default:
+			grace.n++
+			if age > grace.age {
+				grace.oldest, grace.age = s.handle(v.gen()), age
 			}
 		}
-		args = append(args, "held_by", "grace period", "waiters", waiters)
 	}
-	p.opts.Logger.Warn("poller: release pending too long; still waiting, never releasing early", args...)
+	if f := wd.found[cause{kind: causeHandler}]; f != nil {
+		// The slot's plain fields are read under a hold, as Info does:
+		// it may be released meanwhile.
+		f.waiter = -1
+		if info, err := p.Info(f.oldest); err == nil {
+			f.waiter = info.Waiter
+		}
+	}
+	if grace.n == 0 {
+		return
+	}
+	// Which waiters does the grace period wait for, and for how long have
+	// they gone without a quiescent point?
+	for i, ps := range p.rec.Stats().Participants {
+		if ps.Holding <= 0 {
+			continue
+		}
+		grace.waiters = append(grace.waiters, i)
+		if i >= len(wd.seen) {
+			continue
+		}
+		// Half the limit: a busy waiter that holds releases for a moment
+		// has been seen elsewhere within a tick (a quarter), and a waiter
+		// that blocked just after a release it holds was retired is
+		// still found stuck by the time that release is overdue.
+		if o := wd.seen[i]; o.phase < 0 && now-o.since >= wd.limit/2 {
+			wd.found[cause{kind: causeWaiter, waiter: i}] = &finding{
+				n: ps.Holding, oldest: grace.oldest, age: grace.age, stuck: now - o.since}
+		}
+	}
+	for c := range wd.found {
+		if c.kind == causeWaiter {
+			return // the stuck waiters explain the grace period
+		}
+	}
+	wd.found[cause{kind: causeGrace}] = &grace
+}
+
+// reportHeld logs one cause of releases pending too long.
+func (p *Poller) reportHeld(c cause, f *finding) {
+	ms := func(d int64) time.Duration { return time.Duration(d).Round(time.Millisecond) }
+	var msg string
+	var args []any
+	switch c.kind {
+	case causeWaiter:
+		msg = "a waiter has not passed a quiescent point (a callback blocked on it?)"
+		args = []any{"held_by", "waiter", "waiter", c.waiter, "stuck", ms(f.stuck)}
+	case causeGrace:
+		msg = "the grace period, waiting for the waiters listed"
+		args = []any{"held_by", "grace period", "waiters", f.waiters}
+	case causeHolds:
+		msg = "holds not released (a Hold whose release was not called?)"
+		args = []any{"held_by", "holds", "holds", f.holds}
+	case causeHandler:
+		msg = "its own handler still running"
+		args = []any{"held_by", "own handler", "waiter", f.waiter}
+	case causeOnRelease:
+		msg = "OnRelease still running"
+		args = []any{"held_by", "OnRelease"}
+	}
+	args = append(args, "releases", f.n, "oldest", f.oldest.String(), "age", ms(f.age))
+	p.opts.Logger.Warn("poller: releases pending too long: "+msg+"; still waiting, never releasing early", args...)
 }
 
 // latencyWindow keeps the most recent release latencies, a fixed number,
