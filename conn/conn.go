@@ -254,7 +254,10 @@ type Handler interface {
 	OnData(c *Conn)
 	// OnClose runs once, after the connection ended and no other method
 	// of its handler runs or will run. err is what failed, if anything.
-	// The connection's statistics and its waiter's are readable here.
+	// The connection's statistics and its waiter's are readable here. It
+	// runs in the poller's release path (it is the registration's
+	// OnRelease), with the releases of other connections after it: it
+	// must not block, or they wait too.
 	OnClose(c *Conn, reason Reason, err error)
 }
 

@@ -128,12 +128,15 @@ type Options struct {
 	// on, and a registration whose OnEvent panicked is deleted.
 	OnPanic func(h Handle, value any, stack []byte)
 	// Logger receives the watchdog's reports, misuse reports and
-	// unhandled panics; nil means slog.Default().
+	// unhandled panics; nil means slog.Default(). conn.Options.Logger
+	// and httpd.Server.ErrorLog flow into it when it is nil.
 	Logger *slog.Logger
-	// ReleaseWatchdog reports, once per registration, a release pending
-	// longer than this, and what holds it (waiters yet to pass a quiescent
-	// point, or holds). It never releases early. 0 means 10 s; negative
-	// disables the watchdog.
+	// ReleaseWatchdog reports releases pending longer than this, one line
+	// per cause with a count: a waiter that has not passed a quiescent
+	// point (a callback blocked on it), holds, the registration's own
+	// handler still running, or OnRelease; again when a cause's count
+	// doubles. It never releases early. 0 means 10 s; negative disables
+	// the watchdog.
 	ReleaseWatchdog time.Duration
 	// Overrun is how long one OnEvent call (or timer function) may run
 	// on a shared set (Shared or Stealing) before its waiter counts as

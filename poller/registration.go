@@ -306,7 +306,6 @@ func (s *slot) clear() {
 	s.bytesIn.Store(0)
 	s.bytesOut.Store(0)
 	s.deletedAt.Store(0)
-	s.warned.Store(false)
 }
 
 // homes returns how many waiters a registration may belong to: the

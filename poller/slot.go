@@ -135,7 +135,6 @@ type slot struct {
 	bytesOut   atomic.Uint64
 
 	deletedAt atomic.Int64 // ns since Poller.base, when it was released
-	warned    atomic.Bool  // the watchdog reported it
 	// pinned: its release found its handler still running and waits for
 	// it, and Barrier with it (pinWaits); set and cleared by its release.
 	pinned atomic.Bool
