@@ -44,18 +44,36 @@
 #     after BenchmarkHiccup (hiccup_test.go), which measures how late a
 #     sleeping thread wakes on each CPU: the machine's own stalls, which
 #     every server's tail includes.
-#   - HTTP/1.1 (http_test.go and its neighbours): gracepoll's httpd against
-#     fasthttp, nbio's nbhttp, net/http and hertz, the same routes on each.
+#   - HTTP/1.1 (http_test.go and its neighbours): gracepoll's httpd and a
+#     raw HTTP/1.1 server on package conn (conn-http, connhttp.go: httpd's
+#     floor) against fasthttp, nbio's nbhttp, net/http and hertz, the same
+#     routes on each.
 #     BenchmarkHTTP: wrk -t1 (plaintext -c50 and -c500, 16 pipelined per
 #     write at -c256 through a Lua script, json -c50), server CPU per
 #     request and req/s, HTTP_ROUNDS interleaved rounds inside one run;
 #     BenchmarkHTTPOpenLoop: an open-loop client at 10,000 req/s over 200
-#     keep-alive connections, light-request latency with and without 2 %
-#     of handlers sleeping 5 ms; BenchmarkHTTPIdleMemory: RSS, heap and
+#     keep-alive connections, light-request latency and server CPU per
+#     request with and without 2 % of handlers sleeping 5 ms (the report
+#     sets each server's CPU per request with them over without);
+#     BenchmarkHTTPIdleMemory: RSS, heap and
 #     goroutines per idle keep-alive connection at 1,000 and 10,000;
 #     BenchmarkHTTPTLS: httpd with TLSConfig vs net/http + crypto/tls,
 #     connections (handshake and one request) and keep-alive requests.
-#     About 11 minutes at HTTP_TIME=5s.
+#     About 13 minutes at HTTP_TIME=5s.
+#   - Releases while a handler blocks (blocked_test.go):
+#     BenchmarkBlockedRelease, httpd (shared set) and conn-http on a shared
+#     set and on stealing, each in BLOCKED_ROUNDS interleaved rounds of two
+#     cells: BLOCKED_RATE connections a second for BLOCKED_TIME, each one
+#     GET /plaintext then closed, with one handler sleeping inline for the
+#     whole load and without: release latency (Delete to release, the
+#     poller's statistics read from the server process), releases pending
+#     and the server's open descriptors over their count before the load
+#     (max and at the end). About 2 minutes at BLOCKED_TIME=4s.
+#     `bench/run.sh blocked` runs this section alone, with
+#     BenchmarkHTTPOpenLoop on httpd, conn-http, net/http, fasthttp and
+#     nbio (CPU per request with and without blocking handlers; about 4
+#     minutes more), and writes its report to
+#     bench/results/benchmarks-blocked.md (raw output: raw-blocked.txt).
 #   - WebSocket (wsbench_test.go): gracepoll's ws on httpd against
 #     gorilla/websocket and coder/websocket on net/http, nbio's websocket
 #     and lxzan/gws, the same routes on each, no compression, under the
@@ -77,7 +95,8 @@
 # interleaved rounds and the report takes medians and shows the spread: on
 # a shared, noisy machine a burst of outside load then hits one round of
 # every variant rather than every round of one. About 33 minutes on 2
-# cores (1968 s measured), most of them the skew benchmark (about 4.8 s
+# cores (1968 s measured before conn-http and BenchmarkBlockedRelease
+# were added, which add about 4), most of them the skew benchmark (about 4.8 s
 # per cell and server at SKEW_TIME=4s: 45 sleep cells and servers in each
 # of 6 rounds, 18 spin ones in each of 3).
 #
@@ -90,16 +109,19 @@
 # the sleep cells' rounds; at least ROUNDS), OTHER_TIME
 # (300ms), LATENCY_N (2000 deletes per latency case), HTTP_TIME (5s per
 # HTTP cell, server and round; wrk counts whole seconds), HTTP_ROUNDS
-# (ROUNDS), HTTP_HANDSHAKES (3000 TLS connections per handshake cell).
+# (ROUNDS), HTTP_HANDSHAKES (3000 TLS connections per handshake cell),
+# BLOCKED_TIME (4s of load per blocked-release cell, server and round; the
+# blocked handler sleeps 1 s more, at most 10 s in all), BLOCKED_RATE (1000
+# connections a second), BLOCKED_ROUNDS (ROUNDS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The one argument, if any, names the only section to run.
 only=${1:-}
 case "$only" in
-"" | ws) ;;
+"" | ws | blocked) ;;
 *)
-	echo "usage: bench/run.sh [ws]" >&2
+	echo "usage: bench/run.sh [ws|blocked]" >&2
 	exit 2
 	;;
 esac
@@ -122,6 +144,9 @@ HTTP_HANDSHAKES=${HTTP_HANDSHAKES:-3000}
 WS_TIME=${WS_TIME:-2s}
 WS_ROUNDS=${WS_ROUNDS:-$ROUNDS}
 WS_BROADCASTS=${WS_BROADCASTS:-10}
+BLOCKED_TIME=${BLOCKED_TIME:-4s}
+BLOCKED_RATE=${BLOCKED_RATE:-1000}
+BLOCKED_ROUNDS=${BLOCKED_ROUNDS:-$ROUNDS}
 
 # BenchmarkKV and BenchmarkTLSKV drive redis-benchmark (Debian's
 # redis-tools) and skip without it.
@@ -190,12 +215,25 @@ ws_section() {
 	run_peers go test -run '^$' -bench '^BenchmarkWSIdleMemory$' -benchtime=1x .
 }
 
+# blocked_release runs BenchmarkBlockedRelease; its rounds interleave
+# inside the run (-blocked.rounds).
+blocked_release() {
+	run_peers go test -run '^$' -bench '^BenchmarkBlockedRelease$' -benchtime=1x -timeout=60m -blocked.time="$BLOCKED_TIME" -blocked.rate="$BLOCKED_RATE" -blocked.rounds="$BLOCKED_ROUNDS" .
+}
+
 # A section run alone runs none of the rounds below.
 all_rounds=$SKEW_ROUNDS
-if [ "$only" = ws ]; then
+case "$only" in
+ws)
 	ws_section
 	all_rounds=0
-fi
+	;;
+blocked)
+	blocked_release
+	run_peers go test -run '^$' -bench '^BenchmarkHTTPOpenLoop$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" -http.servers=httpd,conn-http,net/http,fasthttp,nbio .
+	all_rounds=0
+	;;
+esac
 for round in $(seq 1 "$all_rounds"); do
 	echo "== round $round of $SKEW_ROUNDS (the skew benchmark's sleep cells only after round $ROUNDS)" >&2
 	if [ "$round" -le "$ROUNDS" ]; then
@@ -219,6 +257,7 @@ if [ -z "$only" ]; then
 	run_peers go test -run '^$' -bench '^BenchmarkHTTPOpenLoop$' -benchtime=1x -timeout=60m -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" .
 	run_peers go test -run '^$' -bench '^BenchmarkHTTPIdleMemory$' -benchtime=1x .
 	run_peers go test -run '^$' -bench '^BenchmarkHTTPTLS$' -benchtime=1x -http.time="$HTTP_TIME" -http.rounds="$HTTP_ROUNDS" -http.tls.handshakes="$HTTP_HANDSHAKES" .
+	blocked_release
 	ws_section
 fi
 

@@ -119,6 +119,9 @@ func startChild(path string, args, env []string, cpu int, timeout time.Duration)
 	go func() {
 		defer pr.Close()
 		sc := bufio.NewScanner(pr)
+		// "stats" answers with the poller's statistics on one line,
+		// a waiter and a reclaimer participant each: up to MaxWaiters.
+		sc.Buffer(make([]byte, 64<<10), 8<<20)
 		if sc.Scan() {
 			line <- sc.Text()
 		} else {

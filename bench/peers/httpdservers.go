@@ -8,6 +8,7 @@ import (
 
 	"github.com/gracepoll/gracepoll/conn"
 	"github.com/gracepoll/gracepoll/httpd"
+	"github.com/gracepoll/gracepoll/poller"
 )
 
 // HTTPD is gracepoll's HTTP/1.1 server, package httpd, with its default
@@ -46,8 +47,18 @@ func (s *HTTPD) Addr() string { return s.addr }
 // Close closes the listener and every connection.
 func (s *HTTPD) Close() error { return s.srv.Close() }
 
+// Poller returns the poller under httpd, for the launcher's statistics
+// ("latency", "reset", "stats"); nil before httpd has started serving.
+func (s *HTTPD) Poller() *poller.Poller {
+	if t := s.srv.Transport(); t != nil {
+		return t.Poller()
+	}
+	return nil
+}
+
 // Stats returns the counters of the conn.Server under httpd, for the
-// launcher's "tls" command; zero before it has started serving.
+// launcher's "tls" and "stats" commands; zero before it has started
+// serving.
 func (s *HTTPD) Stats() conn.ServerStats {
 	if t := s.srv.Transport(); t != nil {
 		return t.Stats()

@@ -15,9 +15,11 @@
 // handler, BenchmarkSkew), the light requests' latency on conn and on the
 // raw poller with one shared epoll set, with a set per waiter and with
 // stealing (a set per waiter whose registrations any waiter may run),
-// gnet, netpoll and net; and HTTP/1.1 servers (gracepoll's httpd, fasthttp,
-// nbio's nbhttp, net/http, hertz; HTTPHandler) under wrk, an open-loop
-// client, idle keep-alive connections and TLS; and WebSocket servers
+// gnet, netpoll and net; and HTTP/1.1 servers (gracepoll's httpd, a raw
+// HTTP/1.1 server on package conn, fasthttp, nbio's nbhttp, net/http,
+// hertz; HTTPHandler) under wrk, an open-loop client, idle keep-alive
+// connections and TLS, and the release of closed connections while a
+// handler blocks (BenchmarkBlockedRelease); and WebSocket servers
 // (gracepoll's ws on httpd, gorilla/websocket, coder/websocket, nbio's
 // websocket, lxzan/gws) by CPU per echoed message, broadcast to 10,000
 // connections and memory per idle connection, under a raw-frame client of
@@ -59,8 +61,9 @@ type Named struct {
 	// Kind is "echo" or "kv" (the Redis protocol), or "tls-echo" or
 	// "tls-kv", the same over TLS, or "skew" (BenchmarkSkew's frames,
 	// some of them slow; see SkewFrameSize), or "http" and "tls-http"
-	// (HTTPHandler's routes), or "ws" (WebSocket: WSPathEcho and
-	// WSPathBroadcast).
+	// (HTTPHandler's routes), or "http-variant" (the same routes, a
+	// configuration only some benchmarks run), or "ws" (WebSocket:
+	// WSPathEcho and WSPathBroadcast).
 	Kind string
 	// Start starts a plaintext server; StartTLS, set instead for the TLS
 	// kinds, starts a server that serves the certificate.
@@ -118,6 +121,12 @@ var Servers = []Named{
 	{"hertz", "http", NewHertzHTTP, nil},
 	// gracepoll's httpd with its defaults, serving HTTPHandler.
 	{"httpd", "http", NewHTTPD, nil},
+	// The same routes answered by a minimal HTTP/1.1 parser straight on
+	// package conn, with httpd's poller configuration (ConnHTTP): the
+	// floor under httpd.
+	{"conn-http", "http", NewConnHTTP, nil},
+	// ConnHTTP on poller.Stealing, for BenchmarkBlockedRelease only.
+	{"conn-http-stealing", "http-variant", NewConnHTTPStealing, nil},
 	// HTTP over TLS: httpd with TLSConfig (crypto/tls inside package
 	// conn) and net/http behind crypto/tls's listener.
 	{"httpd-tls", "tls-http", nil, NewHTTPDTLS},

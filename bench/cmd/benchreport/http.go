@@ -11,9 +11,10 @@ import (
 // is set against, the wrk rows and the open-loop cells as the benchmarks
 // name them.
 var (
-	httpServers = []string{"httpd", "fasthttp", "nbio", "net/http", "hertz"}
+	httpServers = []string{"httpd", "conn-http", "fasthttp", "nbio", "net/http", "hertz"}
 	httpNames   = map[string]string{
-		"httpd": "gracepoll httpd", "fasthttp": "fasthttp v1.78.0", "nbio": "nbio nbhttp v1.6.8",
+		"httpd": "gracepoll httpd", "conn-http": "gracepoll conn, raw HTTP/1.1", "conn-http-stealing": "gracepoll conn, raw HTTP/1.1, stealing",
+		"fasthttp": "fasthttp v1.78.0", "nbio": "nbio nbhttp v1.6.8",
 		"net/http": "net/http", "hertz": "hertz v0.10.4",
 		"httpd-tls": "gracepoll httpd + crypto/tls", "net/http-tls": "net/http + crypto/tls",
 	}
@@ -129,7 +130,10 @@ func renderHTTP(w io.Writer, r results) []target {
 	fmt.Fprintf(w, "%s Every server serves the same routes with the same bytes: GET /plaintext \"Hello, World!\" text/plain, "+
 		"GET /json `{\"message\":\"Hello, World!\"}` application/json (encoding/json per request), GET /sleep?ms=N \"ok\" after "+
 		"sleeping N ms; net/http, nbio and httpd serve one http.Handler (`peers.HTTPHandler`), fasthttp and hertz the same "+
-		"routes in their own handler interfaces. **httpd** is gracepoll's `httpd.Server` with its defaults; **fasthttp** "+
+		"routes in their own handler interfaces. **httpd** is gracepoll's `httpd.Server` with its defaults; **conn-http** "+
+		"(`peers.ConnHTTP`) the same routes answered by a minimal HTTP/1.1 parser straight on package conn, with httpd's "+
+		"poller configuration (one shared epoll set, waiters added while handlers block) and the sleep inline on the "+
+		"waiter: the floor under httpd; **fasthttp** "+
 		"v1.78.0, **nbio** nbhttp v1.6.8 (its defaults: handlers on its executor), **net/http** Go's, **hertz** v0.10.4 "+
 		"(cloudwego/netpoll under it), each with its defaults. A round of a cell is **disturbed** when the hypervisor took "+
 		"more than 2 %% of the two CPUs' time (steal) or, open loop, when the client's own sends were more than 250 µs late "+
@@ -326,6 +330,7 @@ func renderHTTPOpen(w io.Writer, r results) []target {
 		}
 	}
 	fmt.Fprintln(w)
+	renderHTTPOpenCPU(w, r)
 	return ts
 }
 

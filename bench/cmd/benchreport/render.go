@@ -82,6 +82,7 @@ func render(w io.Writer, r results, m meta) []target {
 	targets = append(targets, renderSkew(w, r)...)
 	targets = append(targets, renderHTTP(w, r)...)
 	targets = append(targets, renderWS(w, r)...)
+	targets = append(targets, renderBlocked(w, r)...)
 	renderReclaim(w, r)
 	fmt.Fprintf(w, "## Targets\n\n| target | measured | verdict | why, where missed |\n|---|---|---|---|\n")
 	for _, t := range targets {

@@ -35,6 +35,11 @@
 //	         p50-ns=N p99-ns=N": a conn server's TLS handshake counters
 //	         (conn.ServerStats.TLS; failed is the sum over causes), or
 //	         "tls none" for a server not on package conn
+//	stats    "stats " and one line of JSON, Stats: the poller's
+//	         statistics (poller.Stats: release latency since the last
+//	         reset, registrations released and not yet free, waiters)
+//	         and a conn server's counters (conn.ServerStats), each
+//	         omitted for a server without one
 //
 // It serves until its stdin reaches end-of-file (the parent closed it or
 // died) or it receives SIGTERM or SIGINT. Then it closes the server and
@@ -43,6 +48,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -54,6 +60,7 @@ import (
 
 	"github.com/gracepoll/gracepoll/bench/peers"
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/poller"
 )
 
 func main() {
@@ -148,9 +155,18 @@ func main() {
 	}
 }
 
+// Stats is the answer to "stats", after the word: what the server has of
+// poller.Stats and conn.ServerStats, as JSON.
+type Stats struct {
+	Poller *poller.Stats     `json:"poller,omitempty"`
+	Server *conn.ServerStats `json:"server,omitempty"`
+}
+
 // answer runs one command of the stdin protocol.
 func answer(srv peers.Server, cmd string) string {
 	ps, hasPoller := srv.(peers.PollerServer)
+	// httpd's poller exists once it has started serving.
+	hasPoller = hasPoller && ps.Poller() != nil
 	if file, ok := strings.CutPrefix(strings.TrimSpace(cmd), "heap "); ok {
 		if err := writeHeapProfile(file); err != nil {
 			return "error " + err.Error()
@@ -179,6 +195,21 @@ func answer(srv peers.Server, cmd string) string {
 		}
 		l := ps.Poller().Stats().ReleaseLatency
 		return fmt.Sprintf("latency samples=%d p50-ns=%d p99-ns=%d max-ns=%d", l.Samples, l.P50.Nanoseconds(), l.P99.Nanoseconds(), l.Max.Nanoseconds())
+	case "stats":
+		var st Stats
+		if hasPoller {
+			p := ps.Poller().Stats()
+			st.Poller = &p
+		}
+		if cs, ok := srv.(interface{ Stats() conn.ServerStats }); ok {
+			c := cs.Stats()
+			st.Server = &c
+		}
+		b, err := json.Marshal(st)
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return "stats " + string(b)
 	case "tls":
 		cs, ok := srv.(interface{ Stats() conn.ServerStats })
 		if !ok {
