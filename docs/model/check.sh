@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Model-check docs/model/passbuck.pml and docs/model/disarm.pml with spin:
 # each correct configuration (the base model, OTHERS, HANDOFF, MEMBERSHIP,
-# HANDOFF with MEMBERSHIP; disarm with 2 and 3 waiters) must pass an
-# exhaustive search, and every deliberately broken variant must violate the
-# assertion it is meant to break. Installs nothing (needs spin and gcc);
-# builds in a temporary directory, so nothing is left in the repository.
+# HANDOFF with MEMBERSHIP, DETACH; disarm with 2 and 3 waiters) must pass
+# an exhaustive search, and every deliberately broken variant must violate
+# the assertion it is meant to break. Installs nothing (needs spin and
+# gcc); builds in a temporary directory, so nothing is left in the
+# repository.
 #
-#   bash docs/model/check.sh       # default bounds: about 2.5-3 minutes, <1.5 GB
+#   bash docs/model/check.sh       # default bounds: 2-4 minutes (load), <1.5 GB
 #   BOUNDS="-DITER=3" CCFLAGS=-DCOLLAPSE bash docs/model/check.sh   # deeper
 #
 # BOUNDS goes to spin (-DITER=n epoll_wait calls per waiter, -DCYCLES=n
-# deletes, -DLEAVES=n leave-and-join rounds), CCFLAGS to gcc when building
+# deletes, -DLEAVES=n leave-and-join rounds, -DDW=w the waiter the DETACH
+# monitor watches), CCFLAGS to gcc when building
 # pan (-DCOLLAPSE trades time for memory). A line that sets -DITER=1 keeps
 # it whatever BOUNDS says (its own -D comes last).
 #
@@ -107,7 +109,7 @@ check() {
 	fi
 }
 
-echo "spin model check: $(spin -V | head -1); W=3, bounds ${BOUNDS:-ITER=2 CYCLES=2 LEAVES=1}${CCFLAGS:+, cc $CCFLAGS}"
+echo "spin model check: $(spin -V | head -1); W=3, bounds ${BOUNDS:-ITER=2 CYCLES=2 LEAVES=1 DW=0}${CCFLAGS:+, cc $CCFLAGS}"
 check correct pass '' '' ''
 # Passers carrying other registrations' items, at any time, into any list.
 check correct,OTHERS=1,ITER=1 pass '' '' '' -DOTHERS=1 -DITER=1
@@ -120,6 +122,12 @@ check correct,MEMBERSHIP,ITER=1,LEAVER=2 pass '' '' '' -DMEMBERSHIP -DITER=1 -DL
 # Both features at once; the own event is claimed before the pick
 # (CLAIM_FIRST), and COLLAPSE keeps pan under 2 GB.
 check correct,HANDOFF,MEMBERSHIP,ITER=1,CLAIM_FIRST pass '' '' -DCOLLAPSE -DHANDOFF -DMEMBERSHIP -DITER=1 -DCLAIM_FIRST
+# A handler that blocks on a shared set: its running bit pins its slot, and
+# the monitor detaches the waiter (takes it offline in the reclaimer), so
+# that other releases complete; the watched waiter is the first
+# participant, then the last. COLLAPSE keeps pan near 1 GB.
+check correct,DETACH,ITER=1 pass '' '' -DCOLLAPSE -DDETACH -DITER=1
+check correct,DETACH,ITER=1,DW=2 pass '' '' -DCOLLAPSE -DDETACH -DITER=1 -DDW=2
 check TWO_LOADS fail "$USE" '' '' -DTWO_LOADS
 check NO_VALIDATE fail "$USE|$RELEASE" '' '' -DNO_VALIDATE
 # Without the PARKED check (and with pan -E: a parked batch then shows as
@@ -135,6 +143,11 @@ check MEMBERSHIP:JOIN_KEEPS_ABSENT fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITE
 check MEMBERSHIP:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVE_ONLINE
 check MEMBERSHIP,LEAVER=2:VALIDATE_BEFORE_JOIN fail "$USE|$RELEASE" '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2 -DVALIDATE_BEFORE_JOIN
 check MEMBERSHIP,LEAVER=2:LEAVE_ONLINE fail "$PARKED" '' '' -DMEMBERSHIP -DITER=1 -DLEAVER=2 -DLEAVE_ONLINE
+check DETACH:NO_RUN_PIN fail "$USE|$RELEASE" '' '' -DDETACH -DITER=1 -DNO_RUN_PIN
+check DETACH:PEND_OR fail "$USE|$RELEASE" '' '' -DDETACH -DITER=1 -DPEND_OR
+check DETACH:NO_RETIRE_AGAIN fail "$PARKED" '' '' -DDETACH -DITER=1 -DNO_RETIRE_AGAIN
+check DETACH:NO_OFFLINE_FOR fail "$PARKED" '' '' -DDETACH -DITER=1 -DNO_OFFLINE_FOR
+check DETACH:FOR_OFFLINE_LAST fail "$PARKED" '' '' -DDETACH -DITER=1 -DFOR_OFFLINE_LAST
 # Disarming and re-arming a Stealing registration's level-triggered entry
 # where two waiters meet on it: no readiness is ever left unreported.
 model=disarm.pml

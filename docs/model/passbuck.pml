@@ -46,10 +46,38 @@
  *     VALIDATE_BEFORE_JOIN  an event obtained and validated before Join
  *     JOIN_KEEPS_ABSENT     Join clears left but not offline
  *     LEAVE_ONLINE          Leave stores left but not offline
+ *   DETACH      a handler that blocks on a shared set. Dispatch is enterRun:
+ *               one CAS validates the event and sets the slot's running
+ *               bit, finishRun clears it; the release treats the bit as a
+ *               hold (waitHolds, then whoever clears the bit retires the
+ *               release again). The monitor may find the watched waiter DW
+ *               stuck inside a batch (an event claimed, the next claim not
+ *               made) and, with one CAS of its claim cursor, take the rest
+ *               of the batch and detach it: Offline on its behalf, then a
+ *               signal; DW's next claim finds the cursor detached, waits
+ *               for the signal, comes Online, and only then goes on. Any
+ *               of DW's handlers, ours or another registration's, may
+ *               block for good. PARKED becomes: every release completed,
+ *               or ours waits for the pin of the handler blocked in it
+ *               and for nothing else. Variants:
+ *     NO_RUN_PIN        the release ignores the running bit
+ *     PEND_OR           finding the slot running elsewhere, enterRun ORs the
+ *                       events into pend between its validating load and
+ *                       its CAS
+ *     NO_RETIRE_AGAIN   the last pin clears waitHolds without retiring the
+ *                       release again
+ *     NO_OFFLINE_FOR    the monitor takes the batch but leaves the waiter
+ *                       online in the reclaimer
+ *     FOR_OFFLINE_LAST  the monitor's Offline for the waiter looks at its
+ *                       list before storing offline
+ *   ONLINE_EARLY (reattach without waiting for the monitor), NEVER_ONLINE
+ *   (DW never online) and DETACH_ANYWHERE (no cursor condition) pass: the
+ *   pin alone keeps every run safe; see README.md.
  * Bounds: -DITER=n (epoll_wait calls per waiter), -DCYCLES=n (deletes),
  * -DOTHERS=n (passes carrying other registrations' items, see others),
  * -DLEAVES=n (leave-and-join rounds, MEMBERSHIP), -DLEAVER=w (which waiter
- * leaves, MEMBERSHIP; default 0).
+ * leaves, MEMBERSHIP; default 0), -DDW=w (the watched waiter, DETACH;
+ * default 0).
  */
 
 #define W 3
@@ -93,7 +121,8 @@ bool offline[W];
 bool wake;
 
 /* Ghost: generation waiter w validated and holds until its quiescent point
- * (0: none; generations start at 1). */
+ * (DETACH: until its run ends, finishRun) (0: none; generations start
+ * at 1). */
 byte held[W];
 
 #ifdef HANDOFF
@@ -106,10 +135,57 @@ byte hq[NGEN];
 #ifdef MEMBERSHIP
 bool gone[W];		/* participant left (ghost of passbuck's left flag) */
 #endif
+#ifdef DETACH
+#ifndef DW
+#define DW 0		/* the waiter the monitor watches */
+#endif
+#if defined(HANDOFF) || defined(MEMBERSHIP) || defined(OTHERS)
+#error "DETACH is a configuration of its own (it has its own batch and monitor)"
+#endif
+/* Two more bits of the slot word, changed only together with it. */
+bool running;		/* running: a waiter runs OnEvent (validated by CAS) */
+bool wh;		/* waitHolds: the grace period ended under the pin */
+/* A waiter's batch: our slot's unclaimed event (a raw handle, 0: none or
+ * claimed), and where the claim cursor stands. */
+byte bat[W];
+#define OUT 0		/* between batches, or no claim yet: not detachable */
+#define IN  1		/* event j-1 claimed, the next claim not yet made */
+#define DET 2		/* detached (END|DETACH): every claim finds it */
+byte cur[W];
+bool sig[W];		/* the monitor's Offline for w is done (w.attach) */
+/* Ghosts: 1 + the waiter blocked for good in a handler (at most one), and
+ * the generation of ours that handler runs (0: another registration's). */
+byte hung;
+byte hungon;
+#endif
 
 #define NOHOLDER(g) (held[0] != g && held[1] != g && held[2] != g)
 
 /* The batch b has passed the last waiter: run the release (poller.release). */
+#ifdef DETACH
+/* toFreeing treats the running bit as a hold: a handler still running
+ * (on a detached waiter, the only kind the grace period can pass) keeps
+ * the slot; waitHolds is set and whoever clears the bit retires the
+ * release again. Otherwise released becomes freeing in the same CAS. */
+inline release() {
+	atomic {
+		if
+#ifndef NO_RUN_PIN
+		:: running -> wh = 1; b = 0		/* waits for the pin */
+#endif
+		:: else ->
+			assert(st == RELEASED && NOHOLDER(gen));	/* RELEASE */
+			freeing = 1		/* OnRelease, close(fd) */
+		fi
+	}
+	if
+	:: b > 0 ->
+		atomic { gen++; st = FREE; freeing = 0; nrel++; b = 0 }
+		avail = 1
+	:: else
+	fi
+}
+#else
 inline release() {
 	atomic {
 		assert(st == RELEASED && NOHOLDER(gen));	/* RELEASE */
@@ -119,6 +195,7 @@ inline release() {
 	atomic { gen++; st = FREE; freeing = 0; nrel++ }	/* one store */
 	avail = 1		/* table.recycle */
 }
+#endif
 
 /* passbuck carry(k, b): append b to list k under k's mutex, store has,
  * load offline; while k is offline take its whole list on to k+1. */
@@ -240,8 +317,151 @@ inline claimpick(w) {
 #endif
 	fi
 }
+#elif defined(DETACH)
+/* epoll_wait copies the event into the watched waiter's batch, unclaimed;
+ * the others' cursors nobody looks at. */
+#define COPYOUT		if :: w == DW -> bat[w] = epGen :: else -> ev = epGen fi
 #else
 #define COPYOUT		ev = epGen
+#endif
+
+#ifdef DETACH
+#ifdef NEVER_ONLINE
+#define GO_ONLINE	if :: w != DW -> offline[w] = 0 :: else fi	/* DW: never */
+#else
+#define GO_ONLINE	offline[w] = 0
+#endif
+/* enterRun: the validating CAS. Generation x, active, running bit clear:
+ * set the bit; the waiter now holds generation x, pinned. Running on
+ * another waiter: the events are left to that waiter (pending), and this
+ * one holds nothing. Recorded by a CAS that checks the generation, that
+ * path is one atomic step too, and its only effect, one more run on the
+ * runner, is a longer handler, which the model has anyway. Otherwise the
+ * event is stale. */
+#define VALIDATE_RUN(x)	if :: gen == x && st == ACTIVE && !running -> running = 1; held[w] = x; USE \
+			   :: else fi
+
+/* A handler may block for good (at most one does, the ghost hung): the
+ * waiter stays inside its batch, and it is up to the monitor to detach it.
+ * hungon: the generation of ours it runs, 0 for another registration. */
+#define HANG		atomic { hung == 0 -> hung = w + 1; hungon = held[w] }; goto endhung
+
+/* finishRun (and stopRunning, after a final event): the run ends and the
+ * pin goes, in one CAS on the slot word. If the release found the pin
+ * after its grace period (waitHolds), this was the last one: clear
+ * waitHolds and retire the release again (Retire, as the deleter does:
+ * append to list 0, store has, load offline[0], signal), a fresh grace
+ * period; never run it here. */
+inline finishrun(w) {
+	atomic {
+		USE;
+		held[w] = 0; running = 0;
+		if
+		:: wh -> wh = 0; rr = 1
+		:: else
+		fi
+	}
+	if
+	:: rr ->
+#ifdef NO_RETIRE_AGAIN
+		rr = 0		/* BUG: waitHolds cleared, the release dropped */
+#else
+		atomic { !lk[0] -> lk[0] = 1; list[0]++; has[0] = 1 }
+		atomic { off = offline[0]; lk[0] = 0 }
+		atomic { if :: off -> wake = 1 :: else fi; off = 0; rr = 0 }
+#endif
+	:: else
+	fi
+}
+
+/* The batch, after Online. The watched waiter DW: our slot's event (if
+ * epoll_wait copied it out) and another registration's, one before or
+ * after it, or none. Each claim is the cursor's atomic add, which finds
+ * the cursor detached once the monitor has taken the rest of the batch.
+ * Any handler may block for good (HANG): another registration's (its own
+ * pin is not modelled: only our slot's releases are) or ours, pinned.
+ * The other waiters, which the monitor leaves alone, claim and validate
+ * our event in one step (nobody else looks at their cursors). */
+inline runbatch(w) {
+	if
+	:: w != DW ->
+		atomic { VALIDATE_RUN(ev); ev = 0 }
+		if
+		:: held[w] != 0 -> finishrun(w)
+		:: else
+		fi;
+		goto batchend
+	:: else
+	fi;
+	if
+	:: atomic { cur[w] = IN; o = 1 }	/* another's event first */
+	:: atomic { cur[w] = IN; o = 1 }; HANG
+	:: skip
+	fi;
+	/* claim our event, unless the monitor took it (the waiter was then
+	 * detached, and its claim finds that) */
+	atomic {
+		if
+		:: cur[w] != DET && bat[w] != 0 -> ev = bat[w]; bat[w] = 0; cur[w] = IN
+		:: else
+		fi
+	}
+	if
+	:: ev != 0 ->
+		/* enterRun, a step of its own: the monitor may detach the
+		 * waiter between its claim and its validation, which it then
+		 * makes offline */
+#ifdef PEND_OR
+		/* BUG: running elsewhere, it ORs the events into pend after the
+		 * validating load and before its CAS: a write to the slot that
+		 * only the load vouches for */
+		atomic {
+			if
+			:: gen == ev && st == ACTIVE && !running -> running = 1; held[w] = ev; USE
+			:: gen == ev && st == ACTIVE && running -> held[w] = ev; q = 1
+			:: else
+			fi;
+			ev = 0
+		}
+		if
+		:: q ->
+			atomic { USE }			/* pend.Or */
+			atomic { held[w] = 0; q = 0 }	/* the CAS: pending */
+		:: else
+		fi
+#else
+		atomic { VALIDATE_RUN(ev); ev = 0 }
+#endif
+	:: else
+	fi;
+	if
+	:: held[w] != 0 ->
+		if
+		:: finishrun(w)
+		:: HANG		/* our handler blocks, pinned */
+		fi
+	:: else
+	fi;
+	if
+	:: atomic { !o && cur[w] != DET -> cur[w] = IN }	/* another's after */
+	:: atomic { !o && cur[w] != DET -> cur[w] = IN }; HANG
+	:: skip
+	fi;
+	/* the claim past the end: the batch is over, unless it finds the
+	 * cursor detached; then the waiter waits until the monitor's Offline
+	 * on its behalf is done, comes Online and clears DETACH (reattach),
+	 * and only then goes on */
+	if
+	:: atomic { cur[w] != DET -> cur[w] = OUT; o = 0 }
+#ifdef ONLINE_EARLY
+	:: atomic { cur[w] == DET -> GO_ONLINE; cur[w] = OUT; o = 0 }	/* does not wait */
+#else
+	:: atomic { cur[w] == DET && sig[w] -> sig[w] = 0; GO_ONLINE; cur[w] = OUT; o = 0 }
+#endif
+	fi;
+batchend:
+	skip
+}
 #endif
 
 #ifdef MEMBERSHIP
@@ -284,6 +504,9 @@ inline join(w) {
 proctype waiter(byte w) {
 	byte ev, g, k, b, n;
 	bool off;
+#ifdef DETACH
+	bool rr, o, q;
+#endif
 #ifdef MEMBERSHIP
 	byte nl;
 #endif
@@ -312,6 +535,14 @@ proctype waiter(byte w) {
 		/* epoll_wait: copy out the item's event while it is in the
 		 * set (serialised with EPOLL_CTL_DEL), or return without it;
 		 * then Online */
+#ifdef DETACH
+		if
+		:: atomic { inEp -> COPYOUT }
+		:: skip
+		fi;
+		atomic { GO_ONLINE; n++ }
+		runbatch(w)
+#else
 		if
 		:: atomic { inEp -> COPYOUT }
 #if defined(HANDOFF)
@@ -352,6 +583,7 @@ proctype waiter(byte w) {
 			atomic { offline[w] = 0; n++ }	/* no event */
 #endif
 		fi
+#endif
 #ifdef MEMBERSHIP
 nextb:		skip
 	:: w == LEAVER && nl < LEAVES ->
@@ -368,6 +600,13 @@ nextb:		skip
 	fi
 #else
 	goOffline(w)	/* then blocked in epoll_wait for good */
+#endif
+#ifdef DETACH
+	;
+	goto done;
+endhung:		/* in a handler, for good */
+	false;
+done:	skip
 #endif
 }
 
@@ -392,6 +631,50 @@ end:	do
 }
 #endif
 
+#ifdef DETACH
+/* The monitor: a waiter inside a batch (cursor at j: event j-1 claimed,
+ * the next claim not made) may be found stuck at any time, a superset of
+ * "has not moved for Overrun". One CAS of its cursor, from j to
+ * END|DETACH, takes the rest of the batch and the waiter's part in the
+ * reclaimer. The rest leaves the model here: raw handles, which a picker
+ * validates like fresh events (the HANDOFF configuration checks the
+ * queue). Then offlineFor: Offline on the waiter's behalf (store offline,
+ * then look at the list, as Offline does: the Dekker pair with carry),
+ * then the signal that lets the waiter come back. A step of its own after
+ * the CAS: passers may find the waiter still online in between. The code
+ * runs offlineFor on a goroutine of its own; watching one waiter, the
+ * monitor has nothing else to do meanwhile. */
+inline offlinefor(d) {
+#if defined(NO_OFFLINE_FOR)
+	skip;		/* BUG: the stuck waiter keeps its part */
+#elif defined(FOR_OFFLINE_LAST)
+	quiesce(d);
+	offline[d] = 1;	/* BUG: stored after the list was looked at */
+#else
+	offline[d] = 1;
+	quiesce(d);
+#endif
+	sig[d] = 1
+}
+#ifdef DETACH_ANYWHERE
+#define DETACHABLE	cur[DW] != DET	/* between batches too */
+#else
+#define DETACHABLE	cur[DW] == IN
+#endif
+active proctype monitor() {
+	byte k, b;
+	bool off;
+end:	do
+	:: atomic { DETACHABLE -> cur[DW] = DET; bat[DW] = 0 }; offlinefor(DW)
+	od
+}
+/* A slot pinned by a handler blocked for good is never freed: the adder
+ * and the deleter may then wait for ever. */
+#define MAYSTOP(l)	l:
+#else
+#define MAYSTOP(l)
+#endif
+
 /* Delete from any goroutine (a waiter's handler included: the waiter's
  * own state is the same whichever process takes these steps). */
 active proctype deleter() {
@@ -399,7 +682,7 @@ active proctype deleter() {
 	bool idle;
 	do
 	:: n < CYCLES ->
-		atomic { issued -> issued = 0; h = epGen }
+		MAYSTOP(enddel) atomic { issued -> issued = 0; h = epGen }
 		atomic { assert(gen == h && st == ACTIVE); st = RELEASED }	/* CAS */
 		inEp = 0;	/* EPOLL_CTL_DEL */
 		/* Retire: append to list 0, store has, load offline[0] */
@@ -420,7 +703,7 @@ active proctype adder() {
 	byte n;
 	do
 	:: n < CYCLES - 1 ->
-		atomic { avail -> avail = 0 }	/* table.alloc */
+		MAYSTOP(endadd) atomic { avail -> avail = 0 }	/* table.alloc */
 		st = ACTIVE;			/* store word(gen, active) */
 		atomic { epGen = gen; inEp = 1; issued = 1 }	/* EPOLL_CTL_ADD */
 		n++
@@ -465,7 +748,13 @@ active proctype others() {
  * violations alone. */
 #ifndef NOPARKED
 active proctype parked() {
+#ifdef DETACH
+	/* with a handler of ours blocked for good, its release waits for the
+	 * pin alone (its grace period is over), and no other is pending */
+	timeout -> assert(nrel == CYCLES || wh && hungon == gen)
+#else
 	timeout -> assert(nrel == CYCLES)
+#endif
 }
 #endif
 
