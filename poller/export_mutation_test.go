@@ -8,7 +8,6 @@ const (
 	MutNoGrace    = mutNoGrace
 	MutTwoLoads   = mutTwoLoads
 	MutNoValidate = mutNoValidate
-	MutNoJoin     = mutNoJoin
 	MutNoRunPin   = mutNoRunPin
 	MutNoRearm    = mutNoRearm
 )

@@ -11,8 +11,6 @@ func testHookValidate(_ *slot, _ uint32, v state, ok bool) (state, bool) { retur
 
 func testHookReclaimer(r reclaim.Reclaimer) reclaim.Reclaimer { return r }
 
-func testHookJoin(r reclaim.Reclaimer, p int) { r.Join(p) }
-
 func testHookPinned(running bool) bool { return running }
 
 func testHookRearm(disarmed bool) bool { return disarmed }

@@ -20,7 +20,6 @@ const (
 	mutNoGrace    // release at once, without a grace period (testHookReclaimer)
 	mutTwoLoads   // validate with two loads: generation, then state (testHookValidate)
 	mutNoValidate // skip offline waiters but trust events after Online (testHookValidate)
-	mutNoJoin     // an extra waiter runs without joining the reclaimer (testHookJoin)
 	mutNoRunPin   // the release ignores the running bit of a detached waiter's handler (testHookPinned)
 	mutNoRearm    // a run that ends never re-arms a disarmed entry (testHookRearm)
 )
@@ -55,14 +54,6 @@ type noGrace struct{ reclaim.Reclaimer }
 func (n noGrace) Retire(release func()) error {
 	go release()
 	return nil
-}
-
-// testHookJoin joins extra waiter p to the reclaimer, unless the mutant
-// leaves it out: grace periods then pass a waiter that holds events.
-func testHookJoin(r reclaim.Reclaimer, p int) {
-	if mutation != mutNoJoin {
-		r.Join(p)
-	}
 }
 
 // testHookPinned, in the mutant, tells the release that no handler runs

@@ -104,8 +104,12 @@ func (v state) String() string {
 // state word becomes active and cleared by the release after the grace
 // period; a waiter reads them only after validating the word.
 type slot struct {
-	word   atomic.Uint64 // a state; change it only through the methods below
-	pend   atomic.Uint32 // events accumulated under bitPending
+	word atomic.Uint64 // a state; change it only through the methods below
+	// pend accumulates events under bitPending: the generation they are
+	// for (high 32 bits) and the events (low 32). The generation makes
+	// adding to it one checked step (addPending), so a waiter that has
+	// only loaded the word never touches a later registration's events.
+	pend   atomic.Uint64
 	events atomic.Uint32 // interest set, as registered or modified
 
 	// ctlMu serialises epoll_ctl on this slot's fd with the claim that
@@ -179,8 +183,26 @@ func (s *slot) cas(old, new state) bool { return s.word.CompareAndSwap(uint64(ol
 // publish makes the free slot of generation gen active, with the adding
 // bit, for Add. The caller holds ctlMu.
 func (s *slot) publish(gen uint32) {
+	s.pend.Store(uint64(gen) << 32)
 	if v := s.load(); v != stateOf(gen, lifeFree) || !s.cas(v, stateOf(gen, lifeActive).with(bitAdding)) {
 		inconsistent("publish", v)
+	}
+}
+
+// addPending adds e to generation gen's pending events, unless the slot
+// has moved on to another generation. The load that validated the event
+// is not enough: a waiter the monitor detached (monitor.go) may make it
+// offline, and by the time it adds, the registration may have been
+// released and the slot reused.
+func (s *slot) addPending(gen uint32, e Events) bool {
+	for {
+		p := s.pend.Load()
+		if uint32(p>>32) != gen {
+			return false
+		}
+		if s.pend.CompareAndSwap(p, p|uint64(uint32(e))) {
+			return true
+		}
 	}
 }
 
@@ -268,7 +290,9 @@ func (s *slot) enterRun(gen uint32, e Events, disarm bool) int {
 			return runStale
 		}
 		if v.has(bitRunning) {
-			s.pend.Or(uint32(e))
+			if !s.addPending(gen, e) {
+				return runStale
+			}
 			if disarm && !v.has(bitDisarmed) {
 				if s.cas(v, v.with(bitPending|bitDisarmed)) {
 					return runDisarm
@@ -301,7 +325,7 @@ func (s *slot) finishRun() (e Events, again, rearm bool, unpin int) {
 		}
 		if v.has(bitPending) && v.life() == lifeActive {
 			if s.cas(v, v.without(bitPending)) {
-				return Events(s.pend.Swap(0)), true, false, unpinNone
+				return Events(uint32(s.pend.Swap(uint64(v.gen()) << 32))), true, false, unpinNone
 			}
 			continue
 		}

@@ -39,15 +39,21 @@ var mutants = []struct {
 	name string
 	m    int
 	why  string
-	// growth: a bug in the hand-off or the growth of waiters, which only
-	// a shared set has.
+	// growth: a bug in the hand-off, the growth of waiters or the
+	// detaching of a stuck one, which only a shared set has.
 	growth bool
+	// pinned: a bug that a handler on a shared set cannot see, as there
+	// the running bit pins every dispatch, taken by the CAS that
+	// validates it (slot.enterRun), whatever the grace period does. The
+	// fd-reuse test, which sees only what handlers see, runs it on
+	// per-waiter sets alone; the torture catches it on shared sets
+	// through Barrier, which must not return before such a release.
+	pinned bool
 }{
-	{"NoGrace", poller.MutNoGrace, "release without a grace period", false},
-	{"TwoLoads", poller.MutTwoLoads, "validation with two loads (generation, then state)", false},
-	{"NoValidate", poller.MutNoValidate, "skipping offline waiters without validating events after Online", false},
-	{"NoJoin", poller.MutNoJoin, "an extra waiter that runs without joining the reclaimer", true},
-	{"NoRunPin", poller.MutNoRunPin, "a release that ignores the running bit of a detached waiter's handler", true},
+	{"NoGrace", poller.MutNoGrace, "release without a grace period", false, true},
+	{"TwoLoads", poller.MutTwoLoads, "validation with two loads (generation, then state)", false, false},
+	{"NoValidate", poller.MutNoValidate, "skipping offline waiters without validating events after Online", false, false},
+	{"NoRunPin", poller.MutNoRunPin, "a release that ignores the running bit of a detached waiter's handler", true, false},
 }
 
 // TestMutationTorture runs the torture against each mutant, in both
@@ -75,7 +81,7 @@ func runMutants(t *testing.T, test string) {
 		}
 		t.Run(mu.name, func(t *testing.T) {
 			for _, topo := range topologies {
-				if mu.growth && topo == poller.PerWaiter {
+				if mu.growth && topo == poller.PerWaiter || mu.pinned && test == "fdreuse" && topo != poller.PerWaiter {
 					continue
 				}
 				t.Run(topo.String(), func(t *testing.T) {

@@ -100,7 +100,7 @@ func (p *Poller) run(w *waiter) {
 	if extra {
 		// An extra waiter joins before its first epoll_wait, and wakes up
 		// now and then to see whether it is still needed.
-		testHookJoin(p.rec, w.id)
+		p.rec.Join(w.id)
 		if ms := int(max(p.mon.retire/time.Millisecond, 1)); timeoutMs < 0 || timeoutMs > ms {
 			timeoutMs = ms
 		}
