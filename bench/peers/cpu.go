@@ -96,3 +96,37 @@ func schedstatCPUTime(pid int) (time.Duration, error) {
 	}
 	return sum, nil
 }
+
+// ContextSwitches returns the voluntary and involuntary context switches of
+// process pid's threads still alive (voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches of /proc/<pid>/task/*/status).
+func ContextSwitches(pid int) (voluntary, involuntary int64, err error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name(), "status"))
+		if err != nil {
+			continue // exited
+		}
+		for line := range strings.Lines(string(data)) {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "voluntary_ctxt_switches":
+				voluntary += n
+			case "nonvoluntary_ctxt_switches":
+				involuntary += n
+			}
+		}
+	}
+	return voluntary, involuntary, nil
+}

@@ -63,7 +63,13 @@ var httpOpenCells = []struct {
 //     request waiting for a free connection);
 //   - req/s, slow-reqs, idle-poll, steal-% (see BenchmarkSkew; a cell
 //     above 2 % steal is left out by the report);
-//   - cpu-µs/req, server-util-% and client-util-%.
+//   - cpu-µs/req, server-util-% and client-util-%;
+//   - vol-csw/s and invol-csw/s, the server's context switches (its
+//     threads', voluntary: it blocked; involuntary: it was preempted);
+//   - slow-p50-µs and slow-p99-µs, the slow requests' latency: the
+//     handler's sleep and how late its waiter resumed;
+//   - for a server on the poller, waiters, running, grown and
+//     handed-off (poller.Stats) at the end of the cell.
 //
 // The measurement ignores b.N: run it with -benchtime=1x.
 func BenchmarkHTTPOpenLoop(b *testing.B) {
@@ -108,14 +114,24 @@ func BenchmarkHTTPOpenLoop(b *testing.B) {
 					}
 					var r httpOpenResult
 					var steal time.Duration
+					var vcs, ivcs int64
 					w, err := measure(srv.Pid(), b, func() error {
 						s0, err := stealTime(serverCPU, clientCPU)
+						if err != nil {
+							return err
+						}
+						v0, iv0, err := ContextSwitches(srv.Pid())
 						if err != nil {
 							return err
 						}
 						if r, err = cl.run(*httpTime, *httpRate, cell.p, cell.sleepMs); err != nil {
 							return err
 						}
+						v1, iv1, err := ContextSwitches(srv.Pid())
+						if err != nil {
+							return err
+						}
+						vcs, ivcs = v1-v0, iv1-iv0
 						s1, err := stealTime(serverCPU, clientCPU)
 						steal = s1 - s0
 						return err
@@ -129,11 +145,24 @@ func BenchmarkHTTPOpenLoop(b *testing.B) {
 					b.ReportMetric(us(quantile(r.light, 0.999)), "light-p99.9-µs")
 					b.ReportMetric(us(quantile(r.light, 1)), "light-max-µs")
 					b.ReportMetric(us(quantile(r.lag, 0.99)), "send-lag-p99-µs")
+					if len(r.slowLat) > 0 {
+						b.ReportMetric(us(quantile(r.slowLat, 0.50)), "slow-p50-µs")
+						b.ReportMetric(us(quantile(r.slowLat, 0.99)), "slow-p99-µs")
+					}
 					b.ReportMetric(float64(len(r.light)+r.slow)/r.wall.Seconds(), "req/s")
 					b.ReportMetric(float64(r.slow), "slow-reqs")
 					b.ReportMetric(polling, "idle-poll")
 					b.ReportMetric(100*steal.Seconds()/r.wall.Seconds(), "steal-%")
 					b.ReportMetric(w.serverCPU.Seconds()*1e6/float64(len(r.light)+r.slow), "cpu-µs/req")
+					b.ReportMetric(float64(vcs)/r.wall.Seconds(), "vol-csw/s")
+					b.ReportMetric(float64(ivcs)/r.wall.Seconds(), "invol-csw/s")
+					// A server on the poller: its waiters, and how many were
+					// started while all were blocked and events handed off.
+					if st, err := srv.ask("poller", "poller"); err == nil && len(st) > 0 {
+						for _, k := range []string{"waiters", "running", "grown", "handed-off"} {
+							b.ReportMetric(st[k], k)
+						}
+					}
 					w.report(b)
 				})
 			}
@@ -175,7 +204,10 @@ type httpOpenResult struct {
 	light []time.Duration // the light requests' latencies, sorted
 	lag   []time.Duration // every write's lateness behind its schedule, sorted
 	slow  int
-	wall  time.Duration // first scheduled send to last answer
+	// slowLat are the slow requests' latencies, sorted: the handler's
+	// sleep and how late the server let it resume
+	slowLat []time.Duration
+	wall    time.Duration // first scheduled send to last answer
 }
 
 // dialHTTPOpen opens n connections to addr (IPv4 host:port), blocking
@@ -357,6 +389,7 @@ func (cl *httpOpenClient) run(d time.Duration, rate, p float64, sleepMs int) (ht
 			outstanding--
 			if c.sent.sleepMs > 0 {
 				r.slow++
+				r.slowLat = append(r.slowLat, at-c.sent.due)
 			} else {
 				r.light = append(r.light, at-c.sent.due)
 			}
@@ -373,6 +406,7 @@ func (cl *httpOpenClient) run(d time.Duration, rate, p float64, sleepMs int) (ht
 		}
 	}
 	slices.Sort(r.light)
+	slices.Sort(r.slowLat)
 	slices.Sort(r.lag)
 	r.wall = last
 	return r, nil

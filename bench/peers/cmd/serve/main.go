@@ -24,6 +24,11 @@
 //	         since it started)
 //	reset    "ok": starts a new statistics window of the server's poller
 //	         (poller.ResetStats), if it has one
+//	poller   "poller waiters=N running=N grown=N handed-off=N wakeups=N
+//	         events=N": the poller's waiters started and running now,
+//	         extra waiters started while all were blocked, events handed
+//	         off, epoll_wait returns and OnEvent calls (poller.Stats), or
+//	         "poller none" for a server without a poller
 //	latency  "latency samples=N p50-ns=N p99-ns=N max-ns=N": the poller's
 //	         release latencies (Delete to the start of the release, which
 //	         is OnClose for a conn server) since the last reset, or
@@ -189,6 +194,19 @@ func answer(srv peers.Server, cmd string) string {
 			ps.Poller().ResetStats()
 		}
 		return "ok"
+	case "poller":
+		if !hasPoller {
+			return "poller none"
+		}
+		st := ps.Poller().Stats()
+		running := 0
+		for _, w := range st.Waiters {
+			if w.Running {
+				running++
+			}
+		}
+		return fmt.Sprintf("poller waiters=%d running=%d grown=%d handed-off=%d wakeups=%d events=%d",
+			len(st.Waiters), running, st.Grown, st.HandedOff, st.Wakeups, st.Events)
 	case "latency":
 		if !hasPoller {
 			return "latency none"
