@@ -102,8 +102,8 @@
 // Choose it for handlers of uneven cost or that may block. poller.Stealing keeps a
 // set per waiter, with the default's dispatch speed while nothing blocks,
 // and hands a stuck waiter's events and its set to another once the
-// poller notices it (about Overrun; a millisecond or two on an idle
-// server): for handlers that are mostly cheap but sometimes block.
+// poller notices it (about Overrun): for handlers that are mostly cheap
+// but sometimes block.
 //
 // # TLS
 //

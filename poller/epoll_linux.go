@@ -9,7 +9,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,6 +78,30 @@ func epollWait(epfd int, evs []epollEvent, msec int) (int, error) {
 	}
 	return n, err
 }
+
+// epollWaitNs waits for events for at most ns nanoseconds (epoll_pwait2,
+// Linux 5.11; before that, epoll_wait rounded up to a millisecond); an
+// interrupted wait returns no events.
+func epollWaitNs(epfd int, evs []epollEvent, ns int64) (int, error) {
+	if !noPwait2.Load() {
+		ts := unix.NsecToTimespec(ns)
+		r, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), uintptr(unsafe.Pointer(&ts)), 0, 0)
+		switch e {
+		case 0:
+			return int(r), nil
+		case unix.EINTR:
+			return 0, nil
+		case unix.ENOSYS:
+			noPwait2.Store(true)
+		default:
+			return 0, e
+		}
+	}
+	return epollWait(epfd, evs, int((ns+999_999)/1_000_000))
+}
+
+// noPwait2 is set once the kernel turned epoll_pwait2 down.
+var noPwait2 atomic.Bool
 
 // epollEntry is one entry of an epoll set, as /proc/self/fdinfo lists it.
 type epollEntry struct {
@@ -320,3 +346,31 @@ func (k *parker) wait(evs []epollEvent, msec int) (int, error) {
 
 // close closes the parker's own set.
 func (k *parker) close() { k.f.Close() }
+
+// alarm wakes the Go runtime's netpoller at a precise time: a timerfd,
+// non-blocking and so registered in the netpoller by os.NewFile, that
+// nobody reads. The runtime sleeps in epoll_pwait with a timeout in whole
+// milliseconds, so on an idle process a timer due in 125 µs fires after a
+// millisecond; the timerfd's expiry ends that epoll_pwait at its time, and
+// the scheduler, awake, runs the timers then due. Nothing needs to read
+// it: each expiry is a new edge for the netpoller.
+type alarm struct {
+	f  *os.File
+	fd int
+}
+
+func newAlarm() (*alarm, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("poller: timerfd_create: %w", err)
+	}
+	return &alarm{f: os.NewFile(uintptr(fd), "poller monitor alarm"), fd: fd}, nil
+}
+
+// set makes the alarm go off d from now, in place of any earlier setting.
+func (a *alarm) set(d time.Duration) {
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
+	unix.TimerfdSettime(a.fd, 0, &spec, nil)
+}
+
+func (a *alarm) close() { a.f.Close() }

@@ -2,6 +2,8 @@
 
 package poller
 
+import "time"
+
 // There is no epoll here: New returns ErrUnsupported before it calls any of
 // these, and the rest of the package compiles unchanged.
 
@@ -18,6 +20,9 @@ func epollAdd(epfd, fd int, bits uint32, h Handle) error { return ErrUnsupported
 func epollMod(epfd, fd int, bits uint32, h Handle) error { return ErrUnsupported }
 func epollDel(epfd, fd int) bool                         { return false }
 func epollWait(epfd int, evs []epollEvent, msec int) (int, error) {
+	return 0, ErrUnsupported
+}
+func epollWaitNs(epfd int, evs []epollEvent, ns int64) (int, error) {
 	return 0, ErrUnsupported
 }
 
@@ -44,3 +49,9 @@ func (k *parker) watch(epfd int) error                         { return ErrUnsup
 func (k *parker) wait(evs []epollEvent, msec int) (int, error) { return 0, ErrUnsupported }
 func (k *parker) disarm()                                      {}
 func (k *parker) close()                                       {}
+
+type alarm struct{ fd int }
+
+func newAlarm() (*alarm, error)    { return nil, ErrUnsupported }
+func (a *alarm) set(time.Duration) {}
+func (a *alarm) close()            {}

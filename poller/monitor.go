@@ -16,10 +16,11 @@ import (
 // every ready event waiting, where a goroutine-per-connection server would
 // still answer (the floating connections of ZygOS, SOSP 2017).
 //
-// So the monitor, a goroutine that runs while any waiter is processing,
-// looks every Overrun/2 at each waiter's claim cursor. A cursor that has not
-// moved for Overrun, on a waiter that is not in epoll_wait, is a waiter
-// blocked in one handler (or timer, or release):
+// So the monitor, a goroutine that runs while a waiter is processing,
+// looks every Overrun/2 at each waiter's claim cursor, and at the moment a
+// verdict can fall. A cursor that has not moved for Overrun, on a waiter
+// that is not in epoll_wait, is a waiter blocked in one handler (or timer,
+// or release):
 //
 //   - the events of its batch it has not reached go to the hand-off queue,
 //     and the queue's eventfd wakes a free waiter, which takes them into
@@ -42,17 +43,31 @@ import (
 //     batches, as soon as a waiter started before it on its set is free:
 //     the one it stood in for is back.
 //
-// Per event the waiters pay one atomic add (the claim); per blocking
-// epoll_wait, one load of parked. The monitor costs nothing while every
-// waiter waits in epoll_wait: it parks until a waiter comes back with work.
+// Per event the waiters pay one atomic add (the claim); per batch, one load
+// of blocked; per blocking epoll_wait, one load of parked and one store of
+// the cursor. The monitor costs nothing while every waiter waits in
+// epoll_wait or has been found blocked, with a free waiter on its set: it
+// parks until a waiter comes back with work or a blocked one moves.
+//
+// Its timer is a Go timer, which on an idle runtime fires only when the
+// runtime's netpoller wakes, after whole milliseconds: the alarm, a
+// timerfd in that netpoller, wakes it on time (see alarm).
 type monitor struct {
 	tick    time.Duration
 	overrun int64 // ns
 	retire  time.Duration
-	parked  atomic.Bool
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	parked  atomic.Bool // parked, or idling on a tick without the alarm
+	// due is when the monitor scans next, while a waiter may be blocking
+	// without a verdict yet (ns since Poller.base; 0 otherwise): a waiter
+	// that holds its P in epoll_wait (holdWait) returns by then, for the
+	// monitor's timer to fire.
+	due atomic.Int64
+	// alarm wakes the runtime's netpoller when the timer is due: on an
+	// idle runtime a timer due in less than a millisecond fires after one.
+	alarm *alarm
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 	// needAt is the last time every waiter was blocked (ns since
 	// Poller.base); extra waiters retire a second after it.
 	needAt atomic.Int64
@@ -92,8 +107,8 @@ func newMonitor(overrun time.Duration, sets int) *monitor {
 	return m
 }
 
-// kick wakes a parked monitor. A waiter calls it on coming back from a
-// blocking epoll_wait: one load when the monitor runs.
+// kick wakes a parked or idling monitor. A waiter calls it on coming back
+// from a blocking epoll_wait: one load when the monitor is watching.
 func (m *monitor) kick() {
 	if m.parked.Load() && m.parked.CompareAndSwap(true, false) {
 		select {
@@ -113,12 +128,16 @@ func (p *Poller) monitor() {
 	for {
 		select {
 		case <-t.C:
+		case <-m.wake: // a waiter came back with work while the monitor idled
 		case <-m.stop:
 			return
 		}
-		if p.scan() {
+		m.parked.Store(false)
+		watching, next := p.scan()
+		if watching {
 			idle = 0
 		} else if idle++; idle >= monitorIdleTicks {
+			m.due.Store(0)
 			// Stored before the waiters' phases are read again, the mirror
 			// image of a waiter storing its phase before loading parked:
 			// one of the two sees the other, so a waiter coming back with
@@ -134,15 +153,35 @@ func (p *Poller) monitor() {
 			}
 			m.parked.Store(false)
 			idle = 0
+			next = 0
 		}
-		t.Reset(m.tick)
+		d := m.tick
+		if next != 0 {
+			d = min(d, time.Duration(next-p.now()))
+		}
+		t.Reset(d)
+		if watching {
+			m.due.Store(p.now() + int64(d))
+			m.alarm.set(d)
+		} else {
+			// Only a verdict, or the sighting of a waiter that may be
+			// blocking, needs the alarm: a timerfd_settime per idle tick
+			// cost more than it saved (each expiry on an idle P is one
+			// more wake-up of the runtime). An idle tick may come late,
+			// so a waiter coming back with work wakes the monitor now,
+			// as it does a parked one.
+			m.due.Store(0)
+			m.parked.Store(true)
+		}
 	}
 }
 
-// anyProcessing reports whether a running waiter is out of epoll_wait.
+// anyProcessing reports whether a running waiter is out of epoll_wait and
+// not found blocked: one found blocked wakes the monitor when it moves
+// again (runBatch).
 func (p *Poller) anyProcessing() bool {
 	for i := range int(p.highWater.Load()) {
-		if w := &p.waiters[i]; w.running.Load() && w.phase.Load() < 0 {
+		if w := &p.waiters[i]; w.running.Load() && w.phase.Load() < 0 && !w.blocked.Load() {
 			return true
 		}
 	}
@@ -151,8 +190,17 @@ func (p *Poller) anyProcessing() bool {
 
 // scan looks at every waiter once, hands off the batches of blocked ones,
 // and starts a waiter on each set whose waiters are all blocked while
-// events wait. It reports whether any waiter was processing.
-func (p *Poller) scan() (processing bool) {
+// events wait. It reports whether it is watching a waiter (one processing
+// and not found blocked, or every waiter of a set blocked) and, if one may
+// be found blocked before the next tick, when (ns since Poller.base).
+//
+// A waiter's cursor that has not moved for Overrun, on a waiter that is
+// not in epoll_wait, is a waiter blocked in one handler. Since when it has
+// not moved is, for the first event claimed after a blocking epoll_wait,
+// the time that wait returned (phaseMark and phase, read around the
+// cursor so that the three belong to one phase); for any other event the
+// scan that first saw the cursor there, up to a tick after the claim.
+func (p *Poller) scan() (watching bool, next int64) {
 	m := p.mon
 	now := p.now()
 	clear(m.running)
@@ -165,21 +213,32 @@ func (p *Poller) scan() (processing bool) {
 			continue
 		}
 		m.running[w.set]++
-		mark, waiting := w.b.next.Load(), w.phase.Load() >= 0
-		stuck := !waiting && mark == w.seen && w.seenAt != 0 && now-w.seenAt >= m.overrun
+		ph := w.phase.Load()
+		pm := w.phaseMark.Load()
+		mark := w.b.next.Load()
+		waiting := ph >= 0
+		if waiting {
+			w.seenAt = 0 // in epoll_wait: holds nothing back
+			if w.blocked.Load() {
+				w.blocked.Store(false)
+			}
+			continue
+		}
+		if mark != w.seen || w.seenAt == 0 {
+			w.seen, w.seenAt = mark, now
+			if mark == pm+1 && w.phase.Load() == ph {
+				w.seenAt = -ph // claimed as its wait returned
+			}
+		}
+		stuck := now-w.seenAt >= m.overrun
 		if w.blocked.Load() != stuck {
 			w.blocked.Store(stuck)
 		}
-		if waiting {
-			w.seenAt = 0 // in epoll_wait: holds nothing back
-			continue
-		}
-		processing = true
-		if mark != w.seen || w.seenAt == 0 {
-			w.seen, w.seenAt = mark, now
-			continue
-		}
 		if !stuck {
+			watching = true
+			if at := w.seenAt + m.overrun; next == 0 || at < next {
+				next = at
+			}
 			continue
 		}
 		m.blocked[w.set]++
@@ -195,16 +254,19 @@ func (p *Poller) scan() (processing bool) {
 		}
 	}
 	if blocked == 0 {
-		return processing
+		return watching, next
 	}
 	m.want = m.want[:0]
 	for set, n := range m.running {
-		if n > 0 && m.blocked[set] == n && p.workWaiting(set) {
-			m.want = append(m.want, set)
+		if n > 0 && m.blocked[set] == n {
+			watching = true // events may come to a set nobody serves
+			if p.workWaiting(set) {
+				m.want = append(m.want, set)
+			}
 		}
 	}
 	if len(m.want) == 0 {
-		return processing
+		return watching, next
 	}
 	// Of the waiters that look blocked, as many as goroutines wait for a
 	// P may merely be starved of CPU; the others are blocked for sure, so
@@ -219,7 +281,7 @@ func (p *Poller) scan() (processing bool) {
 			p.grow(set)
 		}
 	}
-	return processing
+	return watching, next
 }
 
 // offlineFor takes detached waiter w offline in the reclaimer on its

@@ -40,9 +40,8 @@ const (
 	// float only when a waiter is stuck: work stealing, as in ZygOS. It
 	// dispatches at about the speed of PerWaiter, with no re-arm and no
 	// shared kernel lock; the price is that a blocked waiter's other
-	// registrations wait until the monitor notices it, about an Overrun
-	// (on an idle Go runtime, whose timers have millisecond resolution,
-	// one or two milliseconds), where a shared set gives them to a free
+	// registrations wait until the monitor notices it, an Overrun and
+	// some tens of microseconds, where a shared set gives them to a free
 	// waiter at once.
 	Stealing
 )

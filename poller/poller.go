@@ -133,6 +133,7 @@ type Poller struct {
 	// While more waiters run than there are Ps, a waiter blocks in the
 	// netpoller (parker) rather than in epoll_wait.
 	nrunning atomic.Int32
+	holders  atomic.Int32 // waiters blocked in epoll_wait while nrunning > procs
 	procs    int32
 	wg       sync.WaitGroup
 
@@ -298,6 +299,10 @@ func (p *Poller) setup() error {
 			}
 		}
 		p.mon = newMonitor(p.opts.Overrun, sets)
+		if p.mon.alarm, err = newAlarm(); err != nil {
+			return err
+		}
+		p.own.Store(p.mon.alarm.fd, "timerfd (the monitor's alarm)")
 	}
 	p.waiters = make([]waiter, p.opts.MaxWaiters)
 	for i := range p.waiters {
@@ -368,6 +373,10 @@ func (p *Poller) teardown() {
 	if p.hq.efd >= 0 {
 		closeFD(p.hq.efd)
 		p.hq.efd = -1
+	}
+	if p.mon != nil && p.mon.alarm != nil {
+		p.mon.alarm.close()
+		p.mon.alarm = nil
 	}
 }
 

@@ -28,7 +28,7 @@
 // slow command holds up its own connection, not every connection its
 // waiter serves) or stealing (a set per waiter, as per-waiter, and a
 // waiter stuck in a slow command has its events and its set taken over by
-// another once the poller notices, within a millisecond or two).
+// another once the poller notices, about poller.Options.Overrun later).
 //
 // With -tls-self-signed (or -tls-cert and -tls-key) it speaks RESP over TLS
 // instead, on crypto/tls as package conn runs it, for redis-cli --tls and
