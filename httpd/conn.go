@@ -38,7 +38,7 @@ type handler struct {
 	ctx    context.Context // requests' base: cancelled by Close
 	cancel context.CancelFunc
 
-	date      dateClock
+	date      h1.DateClock
 	parsers   sync.Pool // *parser
 	outBufs   sync.Pool // *[]byte, inline output
 	responses sync.Pool // *response, of inline requests

@@ -266,7 +266,7 @@ func (w *response) commit(final bool, first []byte) {
 	b = appendStatusLine(b, st)
 	if _, ok := h["Date"]; !ok {
 		b = append(b, "Date: "...)
-		b = w.hc.h.date.appendDate(b)
+		b = w.hc.h.date.Append(b)
 		b = append(b, crlf...)
 	}
 	b = appendHeader(b, h, w.trailers)

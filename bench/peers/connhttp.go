@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gracepoll/gracepoll/conn"
+	"github.com/gracepoll/gracepoll/internal/h1"
 	"github.com/gracepoll/gracepoll/poller"
 )
 
@@ -40,7 +40,7 @@ func NewConnHTTPStealing() (Server, error) { return startConnHTTP(poller.Stealin
 
 func startConnHTTP(t poller.Topology) (*ConnHTTP, error) {
 	opts := conn.Options{Poller: poller.Options{Topology: t, MaxWaiters: poller.MaxWaiters}}
-	cs, err := listenConn(connHTTPHandler{}, opts)
+	cs, err := listenConn(new(connHTTPHandler), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,10 @@ func startConnHTTP(t poller.Topology) (*ConnHTTP, error) {
 }
 
 // connHTTPHandler is ConnHTTP's conn.Handler.
-type connHTTPHandler struct{ conn.BaseHandler }
+type connHTTPHandler struct {
+	conn.BaseHandler
+	date h1.DateClock // formats the Date field once a second, as httpd does
+}
 
 // connHTTPOut is a pool of response buffers: the answers to the requests
 // of one OnData call are written together, in one Write.
@@ -56,7 +59,7 @@ var connHTTPOut = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return
 
 // OnData answers every whole request head buffered, in order, and leaves
 // a partial one for later.
-func (connHTTPHandler) OnData(c *conn.Conn) {
+func (h *connHTTPHandler) OnData(c *conn.Conn) {
 	bp := connHTTPOut.Get().(*[]byte)
 	out := (*bp)[:0]
 	defer func() {
@@ -68,7 +71,7 @@ func (connHTTPHandler) OnData(c *conn.Conn) {
 		end := bytes.Index(b, []byte("\r\n\r\n"))
 		if end < 0 {
 			if len(b) > connHTTPMaxHead {
-				out = appendConnHTTPError(out, http.StatusRequestHeaderFieldsTooLarge)
+				out = appendConnHTTPError(out, &h.date, http.StatusRequestHeaderFieldsTooLarge)
 				c.Write(out)
 				c.Close()
 			} else if len(out) > 0 {
@@ -91,7 +94,7 @@ func (connHTTPHandler) OnData(c *conn.Conn) {
 			status = http.StatusMethodNotAllowed
 		}
 		if status != 0 {
-			out = appendConnHTTPError(out, status)
+			out = appendConnHTTPError(out, &h.date, status)
 			c.Write(out)
 			c.Close()
 			return
@@ -99,18 +102,18 @@ func (connHTTPHandler) OnData(c *conn.Conn) {
 		path, query, _ := bytes.Cut(req.target, []byte("?"))
 		switch string(path) {
 		case "/plaintext":
-			out = appendConnHTTPResponse(out, http.StatusOK, "text/plain", []byte(PlaintextBody))
+			out = appendConnHTTPResponse(out, &h.date, http.StatusOK, "text/plain", []byte(PlaintextBody))
 		case "/json":
 			body, err := json.Marshal(httpMessage{Message: PlaintextBody})
 			if err != nil {
-				out = appendConnHTTPError(out, http.StatusInternalServerError)
+				out = appendConnHTTPError(out, &h.date, http.StatusInternalServerError)
 				break
 			}
-			out = appendConnHTTPResponse(out, http.StatusOK, "application/json", body)
+			out = appendConnHTTPResponse(out, &h.date, http.StatusOK, "application/json", body)
 		case "/sleep":
 			d, ok := sleepMillis(string(query))
 			if !ok {
-				out = appendConnHTTPError(out, http.StatusBadRequest)
+				out = appendConnHTTPError(out, &h.date, http.StatusBadRequest)
 				break
 			}
 			// What is answered already goes out first: the sleep holds
@@ -120,9 +123,9 @@ func (connHTTPHandler) OnData(c *conn.Conn) {
 				out = out[:0]
 			}
 			time.Sleep(d)
-			out = appendConnHTTPResponse(out, http.StatusOK, "text/plain", []byte(SleepBody))
+			out = appendConnHTTPResponse(out, &h.date, http.StatusOK, "text/plain", []byte(SleepBody))
 		default:
-			out = appendConnHTTPError(out, http.StatusNotFound)
+			out = appendConnHTTPError(out, &h.date, http.StatusNotFound)
 		}
 		if req.close {
 			c.Write(out)
@@ -180,7 +183,7 @@ func parseConnHTTPHead(head []byte) (connHTTPRequest, bool) {
 
 // appendConnHTTPResponse appends a response with its status line,
 // Content-Length, Content-Type and Date, and body.
-func appendConnHTTPResponse(out []byte, status int, contentType string, body []byte) []byte {
+func appendConnHTTPResponse(out []byte, date *h1.DateClock, status int, contentType string, body []byte) []byte {
 	out = append(out, "HTTP/1.1 "...)
 	out = strconv.AppendInt(out, int64(status), 10)
 	out = append(out, ' ')
@@ -190,34 +193,13 @@ func appendConnHTTPResponse(out []byte, status int, contentType string, body []b
 	out = append(out, "\r\nContent-Type: "...)
 	out = append(out, contentType...)
 	out = append(out, "\r\nDate: "...)
-	out = connHTTPDate.appendDate(out)
+	out = date.Append(out)
 	out = append(out, "\r\n\r\n"...)
 	return append(out, body...)
 }
 
 // appendConnHTTPError appends an error response, its status text as a
 // text/plain body.
-func appendConnHTTPError(out []byte, status int) []byte {
-	return appendConnHTTPResponse(out, status, "text/plain; charset=utf-8", []byte(http.StatusText(status)+"\n"))
-}
-
-// connHTTPDate formats the Date field once a second, as httpd does.
-var connHTTPDate dateClock
-
-// dateClock formats the Date field (RFC 9110 section 6.6.1) once a
-// second, not once per response.
-type dateClock struct {
-	sec  atomic.Int64
-	date atomic.Pointer[[]byte]
-}
-
-// appendDate appends the current time in the HTTP date format.
-func (k *dateClock) appendDate(b []byte) []byte {
-	now := time.Now()
-	if s := now.Unix(); k.sec.Load() != s {
-		d := now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)
-		k.date.Store(&d) // before sec: whoever sees the second sees a date
-		k.sec.Store(s)
-	}
-	return append(b, *k.date.Load()...)
+func appendConnHTTPError(out []byte, date *h1.DateClock, status int) []byte {
+	return appendConnHTTPResponse(out, date, status, "text/plain; charset=utf-8", []byte(http.StatusText(status)+"\n"))
 }

@@ -1,4 +1,4 @@
-package httpd
+package h1
 
 import (
 	"net/http"
@@ -6,15 +6,16 @@ import (
 	"time"
 )
 
-// dateClock formats the Date field (RFC 9110 section 6.6.1) once a
-// second, not once per response.
-type dateClock struct {
+// A DateClock formats the Date field (RFC 9110 section 6.6.1) once a
+// second, not once per response. Its zero value is ready to use, and it is
+// safe for concurrent use.
+type DateClock struct {
 	sec  atomic.Int64
 	date atomic.Pointer[[]byte]
 }
 
-// appendDate appends the current time in the HTTP date format.
-func (k *dateClock) appendDate(b []byte) []byte {
+// Append appends the current time in the HTTP date format.
+func (k *DateClock) Append(b []byte) []byte {
 	now := time.Now()
 	if s := now.Unix(); k.sec.Load() != s {
 		d := now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)
