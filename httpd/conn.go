@@ -394,6 +394,8 @@ func (hc *hconn) refuse(err error) {
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(status)...)
+	b = append(b, "\r\nDate: "...) // RFC 9110 section 6.6.1
+	b = hc.h.date.Append(b)
 	msg := err.Error()
 	var he *h1.Error
 	if errors.As(err, &he) {

@@ -40,6 +40,7 @@ type response struct {
 	minor                      int
 
 	header      http.Header
+	snap        http.Header // the header as at WriteHeader, if the handler may have changed it since
 	status      int
 	wroteHeader bool // the status is decided
 	committed   bool // the head is in out
@@ -95,8 +96,19 @@ func (h *handler) putResponse(w *response) {
 	h.responses.Put(w)
 }
 
-// Header returns the header map that WriteHeader sends.
-func (w *response) Header() http.Header { return w.header }
+// Header returns the header map that WriteHeader sends. As in net/http,
+// the response's head is the header as it was at WriteHeader (or the
+// first Write): a handler that asks for the map between WriteHeader and
+// the head's actual writing gets the live map, and the head is built
+// from a copy taken then, so that later changes are not sent. Only
+// trailers (declared with the Trailer field, or http.TrailerPrefix) are
+// taken from the live map, when the body ends.
+func (w *response) Header() http.Header {
+	if w.wroteHeader && !w.committed && w.snap == nil {
+		w.snap = w.header.Clone()
+	}
+	return w.header
+}
 
 // WriteHeader sends the status code; an informational one (1xx other than
 // 101) is sent at once, with the header as it is, and WriteHeader may be
@@ -117,7 +129,7 @@ func (w *response) WriteHeader(code int) {
 			w.st.sentContinue()
 		}
 		b := appendStatusLine(*w.out, code)
-		b = appendHeader(b, w.header, nil)
+		b = appendHeader(b, w.header, noBodyFields) // RFC 9110 section 8.6
 		*w.out = append(b, crlf...)
 		w.sendIfStream()
 		return
@@ -155,15 +167,17 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, http.ErrContentLength
 	}
 	w.written += int64(len(p))
-	if w.head {
-		return len(p), nil
-	}
 	if !w.committed {
+		// Held for a HEAD as well: it is sniffed for the Content-Type
+		// as for a GET, then dropped.
 		if len(w.pre)+len(p) <= bufferBeforeChunking {
 			w.pre = append(w.pre, p...)
 			return len(p), nil
 		}
 		w.commit(false, p)
+	}
+	if w.head {
+		return len(p), nil
 	}
 	if err := w.body(p); err != nil {
 		return 0, err
@@ -176,7 +190,7 @@ func (w *response) WriteString(s string) (int, error) {
 	if !w.wroteHeader && !w.hijacked {
 		w.WriteHeader(http.StatusOK)
 	}
-	if !w.committed && len(w.pre)+len(s) <= bufferBeforeChunking && w.err == nil && !w.hijacked && w.wroteHeader && !w.head && bodyAllowed(w.status) && w.declared < 0 {
+	if !w.committed && len(w.pre)+len(s) <= bufferBeforeChunking && w.err == nil && !w.hijacked && w.wroteHeader && bodyAllowed(w.status) && w.declared < 0 {
 		w.pre = append(w.pre, s...)
 		w.written += int64(len(s))
 		return len(s), nil
@@ -207,52 +221,86 @@ func (w *response) body(p []byte) error {
 }
 
 // commit writes the head into out; final says the handler has returned,
-// so that a body held in pre gets a Content-Length.
+// so that a body held in pre gets a Content-Length. first is the body
+// write that does not fit in pre, if any. The framing follows net/http's
+// (chunkWriter.writeHeader), the handler's Transfer-Encoding included.
 func (w *response) commit(final bool, first []byte) {
 	w.committed = true
 	h := w.header
+	if w.snap != nil {
+		h = w.snap // the header as at WriteHeader
+	}
 	st := w.status
 	hasBody := bodyAllowed(st)
-	if tl, ok := h["Trailer"]; ok && hasBody {
-		for _, v := range tl {
-			for _, k := range strings.Split(v, ",") {
-				if k = strings.TrimSpace(k); k != "" {
-					w.trailers = append(w.trailers, http.CanonicalHeaderKey(k))
-				}
+	hasTrailers := len(h["Trailer"]) > 0
+	for _, v := range h["Trailer"] {
+		for _, k := range strings.Split(v, ",") {
+			if k = http.CanonicalHeaderKey(strings.TrimSpace(k)); k != "" && validTrailer(k) {
+				w.trailers = append(w.trailers, k)
 			}
 		}
 	}
-	hasTrailers := len(w.trailers) > 0 || hasPrefixedTrailer(h)
+	hasTrailers = hasTrailers || hasPrefixedTrailer(h)
 	if hasToken(h.Get("Connection"), "close") || w.st != nil && w.st.continuePending() {
 		// The client waits for a 100 Continue that is not coming: its
 		// body will not follow on this connection.
 		w.closeAfter = true
 	}
+	te := h.Get("Transfer-Encoding")
+	hasTE, hasCL := te != "", w.declared >= 0
+	if hasCL && hasTE && te != "identity" {
+		w.hc.h.srv.logf("httpd: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.declared)
+		h.Del("Content-Length")
+		hasCL = false
+	}
 	// Fields of our own, besides the handler's: framing, Content-Type,
 	// Connection.
-	cl, te := int64(-1), false
+	cl, addTE := int64(-1), false
 	ctype, conn := "", ""
 	switch {
-	case !hasBody || st == http.StatusSwitchingProtocols:
+	case !hasBody: // 101 too
 		h.Del("Content-Length")
 		h.Del("Transfer-Encoding")
-	case w.declared >= 0:
-		h.Del("Transfer-Encoding")
-	case final && !hasTrailers && (!w.head || w.written > 0):
-		cl = w.written
+		if st == http.StatusNotModified {
+			h.Del("Content-Type") // RFC 9110 section 15.4.5, as net/http
+		}
 	case w.head:
-	case w.minor >= 1:
-		w.chunked = true
 		h.Del("Transfer-Encoding")
-		te = true
+		if final && !hasTrailers && !hasTE && !hasCL && w.written > 0 {
+			cl = w.written
+		}
+	case hasCL:
+		h.Del("Transfer-Encoding")
+	case final && !hasTrailers && !hasTE:
+		cl = w.written
+	case w.minor >= 1 && te == "identity":
+		// A body that ends with the connection, as net/http (the
+		// Server-Sent Events setup).
+		w.closeAfter = true
+		h.Del("Transfer-Encoding")
+	case w.minor >= 1:
+		w.chunked, addTE = true, true
+		if te == "chunked" {
+			h.Del("Transfer-Encoding") // sent as ours
+		}
+		h.Del("Content-Length")
 	default:
 		w.closeAfter = true // HTTP/1.0: the body ends with the connection
+		h.Del("Transfer-Encoding")
 	}
-	if len(w.pre) > 0 {
-		first = w.pre
-	}
-	if _, ok := h["Content-Type"]; !ok && hasBody && len(first) > 0 && h.Get("Content-Encoding") == "" {
-		ctype = http.DetectContentType(first)
+	if _, ok := h["Content-Type"]; !ok && hasBody && !hasTE && h.Get("Content-Encoding") == "" {
+		// net/http sniffs the first bytes written, up to its buffer:
+		// what pre holds and the start of the write that did not fit.
+		sniff := w.pre
+		if len(sniff) == 0 {
+			sniff = first
+		} else if len(sniff) < sniffLen && len(first) > 0 {
+			var arr [sniffLen]byte
+			sniff = append(append(arr[:0], sniff...), first[:min(len(first), sniffLen-len(sniff))]...)
+		}
+		if len(sniff) > 0 {
+			ctype = http.DetectContentType(sniff)
+		}
 	}
 	if w.closeAfter {
 		if !hasToken(h.Get("Connection"), "close") {
@@ -269,13 +317,13 @@ func (w *response) commit(final bool, first []byte) {
 		b = w.hc.h.date.Append(b)
 		b = append(b, crlf...)
 	}
-	b = appendHeader(b, h, w.trailers)
+	b = appendHeader(b, h, nil)
 	if cl >= 0 {
 		b = append(b, "Content-Length: "...)
 		b = strconv.AppendInt(b, cl, 10)
 		b = append(b, crlf...)
 	}
-	if te {
+	if addTE {
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 	}
 	if ctype != "" {
@@ -302,6 +350,27 @@ func (w *response) commit(final bool, first []byte) {
 	}
 }
 
+// sniffLen is how much of a body http.DetectContentType looks at.
+const sniffLen = 512
+
+// noBodyFields are the fields an informational response leaves out.
+var noBodyFields = []string{"Content-Length", "Transfer-Encoding"}
+
+// validTrailer reports whether a field may be a trailer, as net/http
+// (httpguts.ValidTrailerHeader; RFC 9110 section 6.5.1): those that
+// frame, route or authenticate a message may not.
+func validTrailer(k string) bool {
+	switch k {
+	case "Authorization", "Cache-Control", "Connection", "Content-Encoding",
+		"Content-Length", "Content-Range", "Content-Type", "Expect", "Host",
+		"Keep-Alive", "Max-Forwards", "Pragma", "Proxy-Authenticate",
+		"Proxy-Authorization", "Proxy-Connection", "Range", "Realm", "Te",
+		"Trailer", "Transfer-Encoding", "Www-Authenticate":
+		return false
+	}
+	return true
+}
+
 // finish ends the response once the handler has returned.
 func (w *response) finish() {
 	if w.hijacked || w.err != nil {
@@ -312,7 +381,8 @@ func (w *response) finish() {
 	}
 	if !w.committed {
 		w.commit(true, nil)
-	} else if w.chunked {
+	}
+	if w.chunked {
 		b := append(*w.out, "0\r\n"...)
 		b = appendTrailers(b, w.header, w.trailers)
 		*w.out = append(b, crlf...)
@@ -332,6 +402,7 @@ func (w *response) panicked() {
 	}
 	if !w.committed {
 		w.pre = w.preArr[:0]
+		w.snap = nil
 		clear(w.header)
 		w.header.Set("Content-Type", "text/plain; charset=utf-8")
 		w.status, w.wroteHeader, w.declared, w.written = http.StatusInternalServerError, true, -1, 0
@@ -478,15 +549,15 @@ func hasPrefixedTrailer(h http.Header) bool {
 	return false
 }
 
-// appendHeader appends h's fields in key order, leaving out the trailers
-// and the keys with http.TrailerPrefix. A field whose name is not a token
+// appendHeader appends h's fields in key order, leaving out the keys in
+// skip and those with http.TrailerPrefix. A field whose name is not a token
 // is left out; CR and LF in a value become spaces, so that a value cannot
 // start another field (response splitting).
-func appendHeader(b []byte, h http.Header, trailers []string) []byte {
+func appendHeader(b []byte, h http.Header, skip []string) []byte {
 	var small [16]string
 	keys := small[:0]
 	for k := range h {
-		if strings.HasPrefix(k, http.TrailerPrefix) || slices.Contains(trailers, k) || !validFieldName(k) {
+		if strings.HasPrefix(k, http.TrailerPrefix) || slices.Contains(skip, k) || !validFieldName(k) {
 			continue
 		}
 		keys = append(keys, k)
