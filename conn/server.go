@@ -46,14 +46,24 @@ type Server struct {
 }
 
 // listener is one listening socket the server owns (a duplicate, for
-// Serve).
+// Serve). The fd is the server's, not the poller's: Shutdown and Close
+// close it as they begin, after deleting its registration, so that the
+// socket stops listening at once (new connections are refused, as
+// net/http's Shutdown refuses them) rather than after the poller's grace
+// period, which a handler blocking its waiter may hold up for as long as
+// it blocks. An accept event dispatched before the delete may still run:
+// accept takes mu and finds the fd closed rather than reach a number the
+// kernel may have given to another descriptor.
 type listener struct {
 	fd     int
-	h      poller.Handle
+	h      poller.Handle // set before the listener is listed, under Server.mu
 	addr   net.Addr
 	paused bool // accepting paused: out of file descriptors; guarded by Server.mu
 	delay  time.Duration
-	unlink string // a Unix socket path Listen created, removed at Close
+	unlink string // a Unix socket path Listen created, removed when the listener closes
+
+	mu     sync.Mutex // held around each accept and the close
+	closed bool
 }
 
 // NewServer starts a poller for h. Add listeners with Listen or Serve.
@@ -114,7 +124,11 @@ func (s *Server) Listen(network, address string) (net.Addr, error) {
 
 // Serve serves l, a listener the caller made (a *net.TCPListener or
 // *net.UnixListener), through a duplicate of its socket: closing l does
-// not stop the server; Server.Close does. Serve returns at once.
+// not stop the server; Server.Close does. Serve returns at once. Shutdown
+// and Close close the duplicate as they begin: the socket then stops
+// listening, and new connections are refused, unless l (or another
+// duplicate of it) is still open. After Shutdown or Close began, Serve
+// returns an error matching net.ErrClosed.
 func (s *Server) Serve(l net.Listener) error {
 	_, err := s.serve(l, "")
 	return err
@@ -126,28 +140,56 @@ func (s *Server) serve(l net.Listener, unlink string) (net.Addr, error) {
 		return nil, err
 	}
 	ln := &listener{fd: fd, addr: l.Addr(), unlink: unlink}
+	// Registered and listed in one critical section: Shutdown and Close,
+	// which set closed under the same mutex, find the listener with its
+	// handle, or this finds the server closed and registers nothing.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		closeFD(fd)
 		return nil, closedError{"server is closed"}
 	}
-	s.listeners = append(s.listeners, ln)
-	s.mu.Unlock()
 	h, err := s.p.Add(poller.Registration{
 		FD:      fd,
 		Events:  poller.Readable,
-		CloseFD: true,
 		OnEvent: func(e poller.Event) { s.accept(ln, e) },
 	})
 	if err != nil {
 		closeFD(fd)
 		return nil, err
 	}
-	s.mu.Lock()
 	ln.h = h
-	s.mu.Unlock()
+	s.listeners = append(s.listeners, ln)
 	return ln.addr, nil
+}
+
+// closeListeners stops accepting and closes the listening sockets, as
+// Shutdown and Close begin: the caller has set s.closed, so no listener
+// joins after the copy.
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	lns := append([]*listener(nil), s.listeners...)
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.close(s.p)
+	}
+}
+
+// close deletes the listener's registration (EPOLL_CTL_DEL before Delete
+// returns) and closes its fd; a late accept event finds it closed.
+// Idempotent.
+func (ln *listener) close(p *poller.Poller) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.closed {
+		return
+	}
+	ln.closed = true
+	p.Delete(ln.h) // ErrClosed after the poller's Close: the set is gone already
+	closeFD(ln.fd)
+	if ln.unlink != "" {
+		os.Remove(ln.unlink)
+	}
 }
 
 // accept accepts a bounded batch of connections. Out of file descriptors
@@ -156,7 +198,13 @@ func (s *Server) serve(l net.Listener, unlink string) (net.Addr, error) {
 // backoff timer.
 func (s *Server) accept(ln *listener, e poller.Event) {
 	for range s.opts.AcceptBatch {
+		ln.mu.Lock()
+		if ln.closed {
+			ln.mu.Unlock()
+			return
+		}
 		fd, err := accept(ln.fd)
+		ln.mu.Unlock()
 		if err != nil {
 			switch {
 			case isAgain(err):
@@ -685,7 +733,7 @@ func (s *Server) resumeAll() {
 	}
 }
 
-// Close closes the server at once: listeners stop, every connection is
+// Close closes the server at once: listeners close, every connection is
 // reset (OnClose with ReasonShutdown, or the reason it was already
 // ending for), and the poller stops. A connection that arrives as Close
 // begins is reset with the others, or refused before any handler method
@@ -697,6 +745,7 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.closeListeners()
 	for _, c := range s.conns.all() {
 		c.mu.Lock()
 		if c.state < stEnding {
@@ -712,16 +761,7 @@ func (s *Server) Close() error {
 		}
 		c.mu.Unlock()
 	}
-	err := s.p.Close()
-	s.mu.Lock()
-	for _, ln := range s.listeners {
-		if ln.unlink != "" {
-			os.Remove(ln.unlink)
-			ln.unlink = ""
-		}
-	}
-	s.mu.Unlock()
-	return err
+	return s.p.Close()
 }
 
 // Done returns a channel closed once Close has finished.

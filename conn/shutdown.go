@@ -10,8 +10,10 @@ import (
 // itself (Shutdown from a handler): the work was started, not awaited.
 var ErrInCallback = errors.New("conn: call would wait for the calling handler")
 
-// Shutdown closes the server gracefully: it stops accepting, stops reading
-// every connection and lets each finish what it has read (OnData is
+// Shutdown closes the server gracefully: it closes its listeners at once
+// (connections arriving then are refused, as net/http's Shutdown refuses
+// them; see Serve for a listening socket shared with the caller), stops
+// reading every connection and lets each finish what it has read (OnData is
 // offered the requests already buffered, under flow control; Draining
 // reports true), flushes their replies, then closes it as Close does (FIN,
 // drain until the peer's FIN). It waits until every connection has ended
@@ -51,13 +53,8 @@ func (s *Server) shutdown(ctx context.Context) (drained, forced int, err error) 
 	s.awaitJoins()
 	s.mu.Lock()
 	s.closed = true
-	lns := append([]*listener(nil), s.listeners...)
 	s.mu.Unlock()
-	for _, ln := range lns {
-		if ln.h != 0 {
-			s.p.Delete(ln.h) // stop accepting; the poller closes the socket
-		}
-	}
+	s.closeListeners() // new connections are refused from here on
 	conns := s.conns.all()
 	dials := 0 // cancelled: never connections, neither drained nor forced
 	for _, c := range conns {

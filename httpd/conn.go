@@ -120,18 +120,32 @@ func (h *handler) OnClose(c *conn.Conn, reason conn.Reason, err error) {
 		hc.p = nil
 	}
 	up := hc.up
-	if hc.st != nil {
-		up = hc.st.end(errConnClosed)
+	if st := hc.st; st != nil {
+		st.mu.Lock()
+		if st.hijacked {
+			hc.state = csHijacked
+		}
+		st.mu.Unlock()
+		up = st.end(errConnClosed)
 	}
 	if up != nil {
 		h.switched.remove(hc)
 		up.OnClose(c, reason, err)
 		return
 	}
+	// StateHijacked is terminal, as net/http's doc says: the connection
+	// was the handler's, and its end is not reported.
 	if hc.state != csHijacked {
 		h.connState(hc, http.StateClosed)
 	}
 }
+
+// draining reports that the response being written is the connection's
+// last: Shutdown began (or the client's FIN came with requests held
+// back), so its head says "Connection: close", as net/http's does for a
+// response written once Shutdown has begun, even to a request read
+// before.
+func (hc *hconn) draining() bool { return hc.c.Draining() }
 
 // OnDrain wakes a request's goroutine waiting for the output queue. After
 // the client's FIN it also finishes what OnData would: conn offers OnData

@@ -99,8 +99,9 @@ type Server struct {
 	ErrorLog *log.Logger
 	// ConnState, if not nil, is called as a connection changes state, as
 	// http.Server's is (StateNew, StateActive, StateIdle, StateHijacked,
-	// StateClosed). It runs on the connection's waiter, or on the
-	// goroutine serving its request: keep it short.
+	// StateClosed; StateHijacked is terminal: no StateClosed follows it).
+	// It runs on the connection's waiter, or on the goroutine serving its
+	// request: keep it short.
 	ConnState func(net.Conn, http.ConnState)
 	// BaseContext returns the base context of the requests of a listener;
 	// nil means context.Background().
@@ -182,11 +183,20 @@ func (s *Server) Serve(l net.Listener) error {
 		return err
 	}
 	if err := cs.Serve(l); err != nil {
+		if s.isClosed() {
+			return http.ErrServerClosed // Shutdown or Close began before l joined
+		}
 		return err
 	}
 	l.Close()
 	<-s.done
 	return http.ErrServerClosed
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // start makes the transport on the first Serve.
@@ -301,12 +311,14 @@ func cmpOr(n, def int) int {
 }
 
 // Shutdown shuts the server down gracefully, as http.Server's does: it
-// stops accepting, closes idle keep-alive connections at once, lets the
-// requests in progress finish and their responses flush (a response to
-// a request read before Shutdown says "Connection: close"), then closes
-// every connection. ctx bounds the wait: when it ends, what is left is
-// reset, every request context is cancelled, and Shutdown returns ctx's
-// error. Serve returns http.ErrServerClosed.
+// closes the listeners at once (a connection arriving then is refused),
+// closes idle keep-alive connections at once, lets the requests in
+// progress finish and their responses flush (a response whose head is
+// written once Shutdown has begun, to a request in flight included, says
+// "Connection: close"), then closes every connection. ctx bounds the
+// wait: when it ends, what is left is reset, every request context is
+// cancelled, and Shutdown returns ctx's error. Serve returns
+// http.ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	cs, h := s.cs, s.h
