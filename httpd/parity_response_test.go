@@ -226,3 +226,55 @@ func TestParitySniff(t *testing.T) {
 		}},
 	})
 }
+
+// TestParityHeaderHeldMap: the snapshot is taken at WriteHeader, also for
+// a handler that keeps the map Header returned before it.
+func TestParityHeaderHeldMap(t *testing.T) {
+	runParity(t, []parityCase{
+		{name: "held map", raw: getReq + getReq, handler: func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h.Set("X-Before", "1")
+			w.WriteHeader(200)
+			h.Set("X-After", "1")
+			h.Add("X-Before", "2")
+			h.Set("Content-Length", "1")
+			io.WriteString(w, "hello")
+		}},
+		{name: "held map, implicit WriteHeader", raw: getReq, handler: func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h.Set("X-Before", "1")
+			io.WriteString(w, "<html>")
+			h.Set("Content-Type", "application/json")
+			h.Del("X-Before")
+		}},
+	})
+}
+
+// TestParityInvalidContentLength: an invalid Content-Length is dropped
+// and the body framed as if none was set (chunked: net/http's snapshot
+// keeps the field, so no Content-Length of its own is added).
+func TestParityInvalidContentLength(t *testing.T) {
+	cl := func(v string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", v)
+			io.WriteString(w, "hi")
+		}
+	}
+	runParity(t, []parityCase{
+		{name: "abc", raw: getReq + getReq, handler: cl("abc")},
+		{name: "-1", raw: getReq + getReq, handler: cl("-1")},
+		// net/http sends "Content-Length: abc" to a HEAD; httpd leaves
+		// it out, and adds none either.
+		{name: "HEAD", raw: "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + getReq, handler: cl("abc"), ignore: []string{"Content-Length"}},
+	})
+}
+
+func TestHeadInvalidContentLength(t *testing.T) {
+	_, ours := parity(t, parityCase{raw: "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", handler: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "abc")
+		io.WriteString(w, "hi")
+	}})
+	if len(ours.Resps) != 1 || ours.Resps[0].Header["Content-Length"] != nil {
+		t.Errorf("got\n%v\nwant no Content-Length", ours)
+	}
+}

@@ -40,7 +40,8 @@ type response struct {
 	minor                      int
 
 	header      http.Header
-	snap        http.Header // the header as at WriteHeader, if the handler may have changed it since
+	snap        http.Header // the header as at WriteHeader (snapMap), nil if it was empty then
+	snapMap     http.Header // snap's storage, kept with the pooled response
 	status      int
 	wroteHeader bool // the status is decided
 	committed   bool // the head is in out
@@ -68,13 +69,15 @@ func newResponse(hc *hconn, r *http.Request, req *h1.Request) *response {
 	if w == nil {
 		w = &response{header: make(http.Header)}
 	}
-	header := w.header
+	header, snapMap := w.header, w.snapMap
 	clear(header)
+	clear(snapMap)
 	*w = response{
 		hc: hc, req: r, ctx: r.Context().(*reqCtx),
 		head:     r.Method == "HEAD",
 		minor:    req.Minor,
 		header:   header,
+		snapMap:  snapMap,
 		declared: -1,
 	}
 	w.pre = w.preArr[:0]
@@ -89,7 +92,7 @@ func newResponse(hc *hconn, r *http.Request, req *h1.Request) *response {
 // putResponse returns w to the pool once its handler has returned and
 // its output is in the connection's buffer.
 func (h *handler) putResponse(w *response) {
-	if len(w.header) > 64 {
+	if len(w.header) > 64 || len(w.snapMap) > 64 {
 		return // an unusual one: let it go
 	}
 	w.hc, w.req, w.ctx, w.st, w.out, w.trailers, w.err = nil, nil, nil, nil, nil, nil, nil
@@ -98,16 +101,29 @@ func (h *handler) putResponse(w *response) {
 
 // Header returns the header map that WriteHeader sends. As in net/http,
 // the response's head is the header as it was at WriteHeader (or the
-// first Write): a handler that asks for the map between WriteHeader and
-// the head's actual writing gets the live map, and the head is built
-// from a copy taken then, so that later changes are not sent. Only
-// trailers (declared with the Trailer field, or http.TrailerPrefix) are
-// taken from the live map, when the body ends.
-func (w *response) Header() http.Header {
-	if w.wroteHeader && !w.committed && w.snap == nil {
-		w.snap = w.header.Clone()
+// first Write): WriteHeader copies it (snapshot), as the head itself is
+// written later (with the body, if small), and changes after it are not
+// sent. Only trailers (declared with the Trailer field, or
+// http.TrailerPrefix) are taken from the live map, when the body ends.
+func (w *response) Header() http.Header { return w.header }
+
+// snapshot copies the header as it is at WriteHeader into snapMap,
+// reused from one request to the next, so that it costs no allocation
+// once the pooled response has served a request with as many fields. The
+// value slices are shared: a handler's Set, Add or Del after WriteHeader
+// leaves the copy as it was (Add appends beyond the copy's length); only
+// assigning to an element of a value slice in place would show.
+func (w *response) snapshot() {
+	if len(w.header) == 0 {
+		return // nothing to copy: commit finds snap nil, an empty head
 	}
-	return w.header
+	if w.snapMap == nil {
+		w.snapMap = make(http.Header, len(w.header))
+	}
+	for k, v := range w.header {
+		w.snapMap[k] = v
+	}
+	w.snap = w.snapMap
 }
 
 // WriteHeader sends the status code; an informational one (1xx other than
@@ -136,6 +152,7 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
+	w.snapshot() // before an invalid Content-Length goes, as net/http
 	if cl := w.header.Get("Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.declared = v
@@ -226,9 +243,14 @@ func (w *response) body(p []byte) error {
 // (chunkWriter.writeHeader), the handler's Transfer-Encoding included.
 func (w *response) commit(final bool, first []byte) {
 	w.committed = true
-	h := w.header
-	if w.snap != nil {
-		h = w.snap // the header as at WriteHeader
+	h := w.snap // the header as at WriteHeader
+	if h == nil {
+		// It was empty (it may not be now): an empty map of our own,
+		// as commit deletes fields from h.
+		if w.snapMap == nil {
+			w.snapMap = make(http.Header)
+		}
+		h = w.snapMap
 	}
 	st := w.status
 	hasBody := bodyAllowed(st)
@@ -266,12 +288,15 @@ func (w *response) commit(final bool, first []byte) {
 		}
 	case w.head:
 		h.Del("Transfer-Encoding")
-		if final && !hasTrailers && !hasTE && !hasCL && w.written > 0 {
+		if final && !hasTrailers && !hasTE && h["Content-Length"] == nil && w.written > 0 {
 			cl = w.written
+		}
+		if !hasCL {
+			h.Del("Content-Length") // an invalid one (net/http sends it)
 		}
 	case hasCL:
 		h.Del("Transfer-Encoding")
-	case final && !hasTrailers && !hasTE:
+	case final && !hasTrailers && !hasTE && h["Content-Length"] == nil:
 		cl = w.written
 	case w.minor >= 1 && te == "identity":
 		// A body that ends with the connection, as net/http (the
@@ -287,6 +312,7 @@ func (w *response) commit(final bool, first []byte) {
 	default:
 		w.closeAfter = true // HTTP/1.0: the body ends with the connection
 		h.Del("Transfer-Encoding")
+		h.Del("Content-Length") // an invalid one (net/http sends it)
 	}
 	if _, ok := h["Content-Type"]; !ok && hasBody && !hasTE && h.Get("Content-Encoding") == "" {
 		// net/http sniffs the first bytes written, up to its buffer:
@@ -302,7 +328,6 @@ func (w *response) commit(final bool, first []byte) {
 			ctype = http.DetectContentType(sniff)
 		}
 	}
-	w.closeAfter = w.closeAfter || w.hc.draining() // Shutdown began: see hconn.draining
 	if w.closeAfter {
 		if !hasToken(h.Get("Connection"), "close") {
 			conn = "close"
@@ -403,9 +428,10 @@ func (w *response) panicked() {
 	}
 	if !w.committed {
 		w.pre = w.preArr[:0]
-		w.snap = nil
 		clear(w.header)
 		w.header.Set("Content-Type", "text/plain; charset=utf-8")
+		clear(w.snapMap)
+		w.snapshot()
 		w.status, w.wroteHeader, w.declared, w.written = http.StatusInternalServerError, true, -1, 0
 		w.pre = append(w.pre, "Internal Server Error\n"...)
 		w.written = int64(len(w.pre))
