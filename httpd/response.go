@@ -328,6 +328,7 @@ func (w *response) commit(final bool, first []byte) {
 			ctype = http.DetectContentType(sniff)
 		}
 	}
+	w.closeAfter = w.closeAfter || w.hc.draining() // Shutdown began: see hconn.draining
 	if w.closeAfter {
 		if !hasToken(h.Get("Connection"), "close") {
 			conn = "close"
