@@ -13,6 +13,15 @@
 // field, Content-Type sniffing, a Content-Length for a response of up to
 // 2 KiB written before its handler returns, and chunked (or, to an
 // HTTP/1.0 client, close-delimited) bodies beyond are as in net/http.
+// So are the head's rules: it is the header as it was at WriteHeader
+// (changes after it are not sent, trailers aside), a handler's
+// Transfer-Encoding frames the body as there (chunked, or identity: ended
+// by closing), a 1xx carries no Content-Length or Transfer-Encoding, and
+// the first 512 bytes written are sniffed, for a HEAD too. Differences
+// left on purpose: the status line says HTTP/1.1 to an HTTP/1.0 client
+// (RFC 9112 section 2.3), a panic before any output gets a 500 where
+// net/http closes, and httpd's own refusals carry a Date and a
+// Content-Length. parity_test.go compares the two servers' bytes.
 //
 // # Where a handler runs
 //
