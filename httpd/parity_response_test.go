@@ -278,3 +278,22 @@ func TestHeadInvalidContentLength(t *testing.T) {
 		t.Errorf("got\n%v\nwant no Content-Length", ours)
 	}
 }
+
+// TestParityConnectionField: a handler's Connection field is replaced by
+// "close" when the connection closes after the response.
+func TestParityConnectionField(t *testing.T) {
+	runParity(t, []parityCase{
+		{name: "keep-alive, request close", raw: "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "keep-alive")
+			io.WriteString(w, "hi")
+		}},
+		{name: "close", raw: getReq + getReq, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "hi")
+		}},
+		{name: "keep-alive", raw: getReq + getReq, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "keep-alive")
+			io.WriteString(w, "hi")
+		}},
+	})
+}

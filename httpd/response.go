@@ -331,6 +331,9 @@ func (w *response) commit(final bool, first []byte) {
 	w.closeAfter = w.closeAfter || w.hc.draining() // Shutdown began: see hconn.draining
 	if w.closeAfter {
 		if !hasToken(h.Get("Connection"), "close") {
+			if st != http.StatusSwitchingProtocols {
+				h.Del("Connection") // "keep-alive", say: as net/http
+			}
 			conn = "close"
 		}
 	} else if w.keepAlive10 {
