@@ -150,7 +150,12 @@ func testReleaseWhileHandlersBlock(t *testing.T, topo poller.Topology) {
 		}
 		return len(lateness) == conns
 	})
-	socks := sockets(t, port)
+	// OnClose (and with it StateClosed) runs just before the poller
+	// closes the descriptor: give the last ones a moment.
+	socks := baseline - 1
+	for deadline := time.Now().Add(time.Second); socks != baseline && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		socks = sockets(t, port)
+	}
 	if blockedDone.Load() != 0 || time.Since(start) >= blockedFor {
 		t.Fatalf("the blocked handlers returned (%d) or %v passed before the checks: inconclusive", blockedDone.Load(), blockedFor)
 	}
