@@ -24,7 +24,9 @@ func TestStats(t *testing.T) {
 	forEachConfig(t, func(t *testing.T, opts poller.Options) {
 		opts.OnPanic = func(poller.Handle, any, []byte) {}
 		p := newPoller(t, opts)
-		ignore := cmpopts.IgnoreFields(poller.Stats{}, "Reclaim", "Wakeups", "Waiters", "ReleaseLatency", "OldestPending", "Window")
+		// Detaches depends on the machine's load: a waiter descheduled
+		// for Overrun inside a handler looks blocked, and is detached.
+		ignore := cmpopts.IgnoreFields(poller.Stats{}, "Reclaim", "Wakeups", "Waiters", "ReleaseLatency", "OldestPending", "Window", "Detaches")
 		expect := func(what string, want poller.Stats) {
 			t.Helper()
 			if n := len(p.Stats().Waiters); n != opts.Waiters {
