@@ -128,9 +128,7 @@ func TestBarrier(t *testing.T) {
 func testBarrierStuck(t *testing.T, opts poller.Options) {
 	p := newPoller(t, opts)
 	blocked, unblock := blockWaiter(t, p, poller.Registration{})
-	// A reclaimer that needs every waiter to quiesce itself (classic
-	// pass-the-buck: WaitTimeout set) is not helped by detaching.
-	detaches := opts.Topology != poller.PerWaiter && opts.Overrun >= 0 && opts.WaitTimeout == 0
+	detaches := opts.Topology != poller.PerWaiter && opts.Overrun >= 0
 
 	fd := newEventfd(t)
 	var released atomic.Bool

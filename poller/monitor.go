@@ -297,17 +297,9 @@ func (p *Poller) scan() (watching bool, next int64) {
 // running, and that one is pinned by its running bit (slot.toFreeing);
 // the rest of its batch went to other waiters as raw events, and whatever
 // it claims after reattach it validates then, as after epoll_wait.
-//
-// A reclaimer that needs every participant to quiesce itself (classic
-// pass-the-buck, reclaim.NeedsQuiesce) gains nothing from it, and would
-// let through only what happens to be parked on the waiter at that moment:
-// there the waiter is only handed off, and holds releases back until its
-// handler returns, as on per-waiter sets.
 func (p *Poller) offlineFor(w *waiter) {
 	defer p.wg.Done()
-	if !p.classic {
-		p.rec.Offline(w.id)
-	}
+	p.rec.Offline(w.id)
 	w.attach <- struct{}{}
 }
 

@@ -147,7 +147,6 @@ type Poller struct {
 	disarms   atomic.Uint64 // Stealing entries disarmed (dispatchShared)
 	detaches  atomic.Uint64 // blocked waiters taken offline; written by the monitor
 	pins      pinWaits      // releases waiting for a detached waiter's handler
-	classic   bool          // the reclaimer needs every waiter to quiesce itself
 
 	// own names the poller's own fds, which Add refuses; a waiter's
 	// parker comes and goes with the waiter.
@@ -205,7 +204,6 @@ func New(opts Options) (*Poller, error) {
 		opts:        opts,
 		timeoutMs:   -1,
 		rec:         testHookReclaimer(rec),
-		classic:     reclaim.NeedsQuiesce(rec),
 		wakefd:      -1,
 		own:         xsync.NewMapOf[int, string](),
 		fds:         xsync.NewMapOf[int, Handle](),
