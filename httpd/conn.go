@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gracepoll/gracepoll/conn"
@@ -74,6 +75,8 @@ type hconn struct {
 	nc  *netConn // for ConnState and Hijack, made on first use
 	// remote is the client's address, for Request.RemoteAddr.
 	remote string
+	// local is the connection's net.Addr, for http.LocalAddrContextKey.
+	local atomic.Value
 	// pendingClose: close once out is written.
 	pendingClose bool
 	// eof: the client closed its side; close once what it sent before
@@ -392,8 +395,25 @@ func (hc *hconn) run(w *response, r *http.Request) {
 		}
 		w.cancel()
 	}()
-	hc.h.handler.ServeHTTP(w, r)
+	h := hc.h.handler
+	if r.RequestURI == "*" && r.Method == "OPTIONS" && !hc.h.srv.DisableGeneralOptionsHandler {
+		h = globalOptions{}
+	}
+	h.ServeHTTP(w, r)
 	w.finish()
+}
+
+// globalOptions answers "OPTIONS *", a question about the server rather
+// than a resource (RFC 9110 section 9.3.7), as net/http's server does:
+// 200 with an empty body. Up to 4 KiB of a request body is read (its use
+// is reserved); a larger one closes the connection.
+type globalOptions struct{}
+
+func (globalOptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Length", "0")
+	if r.ContentLength != 0 {
+		io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 4<<10))
+	}
 }
 
 // refuse answers a request that cannot be served (a malformed head, a

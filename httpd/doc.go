@@ -20,8 +20,9 @@
 // the first 512 bytes written are sniffed, for a HEAD too. Differences
 // left on purpose: the status line says HTTP/1.1 to an HTTP/1.0 client
 // (RFC 9112 section 2.3), a panic before any output gets a 500 where
-// net/http closes, and httpd's own refusals carry a Date and a
-// Content-Length. parity_test.go compares the two servers' bytes.
+// net/http closes, httpd's own refusals carry a Date and a
+// Content-Length, and r.Context()'s http.ServerContextKey holds the
+// *httpd.Server (there is no *http.Server). parity_test.go compares the two servers' bytes.
 //
 // # Where a handler runs
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -30,7 +31,7 @@ func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
 			return nil, h1.ErrBadTarget
 		}
 	}
-	ctx := &reqCtx{parent: hc.h.ctx}
+	ctx := &reqCtx{parent: hc.h.ctx, hc: hc}
 	r0 := http.Request{
 		Method:        method(req.Method),
 		URL:           u,
@@ -96,6 +97,20 @@ func (hc *hconn) remoteAddr() string {
 	return hc.remote
 }
 
+// localAddr is the connection's local address, asked of the kernel on
+// first use and kept, so that it outlives the connection as net/http's
+// does. A handler's goroutines may ask at once.
+func (hc *hconn) localAddr() net.Addr {
+	if a, ok := hc.local.Load().(net.Addr); ok {
+		return a
+	}
+	a := hc.c.LocalAddr()
+	if a != nil {
+		hc.local.Store(a)
+	}
+	return a
+}
+
 // reqCtx is a request's context: the server's (the BaseContext,
 // cancelled by Close), cancelled itself when its handler returns, when
 // its connection ends before that, and when Shutdown gives up. Its
@@ -105,6 +120,7 @@ func (hc *hconn) remoteAddr() string {
 type reqCtx struct {
 	parent context.Context
 	req    *http.Request
+	hc     *hconn
 
 	mu   sync.Mutex
 	done chan struct{}
@@ -115,7 +131,18 @@ type reqCtx struct {
 
 func (c *reqCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
-func (c *reqCtx) Value(key any) any { return c.parent.Value(key) }
+// Value answers net/http's per-connection keys as its server does, and
+// asks the server's context for the rest. http.ServerContextKey's value
+// is the *httpd.Server: there is no *http.Server to give.
+func (c *reqCtx) Value(key any) any {
+	switch key {
+	case http.LocalAddrContextKey:
+		return c.hc.localAddr()
+	case http.ServerContextKey:
+		return c.hc.h.srv
+	}
+	return c.parent.Value(key)
+}
 
 func (c *reqCtx) Done() <-chan struct{} {
 	c.mu.Lock()

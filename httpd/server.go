@@ -103,6 +103,10 @@ type Server struct {
 	// It runs on the connection's waiter, or on the goroutine serving its
 	// request: keep it short.
 	ConnState func(net.Conn, http.ConnState)
+	// DisableGeneralOptionsHandler, if true, passes "OPTIONS *" requests
+	// to Handler; otherwise they are answered 200 with an empty body, as
+	// http.Server's are.
+	DisableGeneralOptionsHandler bool
 	// BaseContext returns the base context of the requests of a listener;
 	// nil means context.Background().
 	BaseContext func(net.Listener) context.Context
