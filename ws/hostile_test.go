@@ -61,13 +61,19 @@ func (r *recorder) nextClose(t *testing.T) *ws.CloseError {
 // startServer serves u at /ws on a loopback port until the test ends.
 func startServer(t *testing.T, u *ws.Upgrader, opts conn.Options) (srv *httpd.Server, addr string) {
 	t.Helper()
+	return startServerWith(t, &httpd.Server{Options: opts}, u)
+}
+
+// startServerWith is startServer with the server's fields set.
+func startServerWith(t *testing.T, srv *httpd.Server, u *ws.Upgrader) (*httpd.Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", u)
-	srv = &httpd.Server{Handler: mux, Options: opts, ErrorLog: log.New(io.Discard, "", 0)}
+	srv.Handler, srv.ErrorLog = mux, log.New(io.Discard, "", 0)
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
@@ -541,8 +547,10 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 // TestUpgradeStorm: 20,000 upgrades, thousands at a time, all answered
 // (none refused for want of a goroutine slot), with one message each.
 func TestUpgradeStorm(t *testing.T) {
-	_, addr := startServer(t, &ws.Upgrader{Handler: newRecorder()}, conn.Options{})
 	const total, atOnce = 20000, 4000 // two descriptors each in this process; 20,000 is the limit
+	// An upgrade's handshake is served on a goroutine: beyond MaxStreams
+	// (1,024 by default) at once it would be refused with 503.
+	_, addr := startServerWith(t, &httpd.Server{MaxStreams: atOnce}, &ws.Upgrader{Handler: newRecorder()})
 	sem := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
 	var failed atomic.Int32

@@ -93,15 +93,16 @@ var (
 )
 
 // Status returns the HTTP status code a server should answer err with: the
-// code an error of this package carries, 0 for nil and ErrIncomplete (no
-// answer yet), and 500 for any other error.
+// code an error in err's chain carries (an error of this package, or any
+// with a Status() int method), 0 for nil and ErrIncomplete (no answer
+// yet), and 500 for any other error.
 func Status(err error) int {
 	if err == nil || errors.Is(err, ErrIncomplete) {
 		return 0
 	}
-	var e *Error
+	var e interface{ Status() int }
 	if errors.As(err, &e) {
-		return e.status
+		return e.Status()
 	}
 	return 500
 }

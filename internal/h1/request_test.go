@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -381,12 +382,18 @@ func TestStatus(t *testing.T) {
 		{ErrBodyTooLarge, 413},
 		{fmt.Errorf("wrapped: %w", ErrBadHost), 400},
 		{errors.New("other"), 500},
+		{fmt.Errorf("wrapped: %w", statusOnly(503)), 503}, // any error with a Status method
 	} {
 		if got := Status(tt.err); got != tt.want {
 			t.Errorf("Status(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
 }
+
+type statusOnly int
+
+func (s statusOnly) Error() string { return "status " + strconv.Itoa(int(s)) }
+func (s statusOnly) Status() int   { return int(s) }
 
 func TestHeaderAndURL(t *testing.T) {
 	var r Request
