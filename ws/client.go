@@ -60,7 +60,8 @@ func Dial(ctx context.Context, rawURL string) (*ClientConn, *http.Response, erro
 // the same) and performs the opening handshake, within ctx: its deadline
 // and cancellation bound the dial and the handshake. The response is
 // returned also when the server refused the upgrade (the error then
-// matches ErrBadHandshake), its body read and closed.
+// matches ErrBadHandshake), with the first 64 KiB of its body, which
+// usually says why, already read into Body: closing it is not needed.
 func (d *Dialer) Dial(ctx context.Context, rawURL string) (*ClientConn, *http.Response, error) {
 	if d.MaxMessageSize < 0 {
 		return nil, nil, fmt.Errorf("%w: negative MaxMessageSize", ErrInvalid)
@@ -155,8 +156,9 @@ func (d *Dialer) Dial(ctx context.Context, rawURL string) (*ClientConn, *http.Re
 		return fail(nil, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
 		return fail(resp, fmt.Errorf("%w: status %s", ErrBadHandshake, resp.Status))
 	}
 	switch {

@@ -3,6 +3,12 @@
 // package conn is, so that an idle connection holds no goroutine and
 // tens of thousands of mostly idle connections cost little memory.
 //
+// It needs an httpd.Server: net/http's http.Server cannot hand a
+// connection over, so there Upgrade, and an Upgrader mounted as a
+// handler, answer the client 500 and fail with ErrNotHttpd. Serve with
+// httpd (ListenAndServe, Server.Serve, their TLS forms) where a
+// gorilla/websocket program used net/http.
+//
 // An echo server:
 //
 //	type echo struct{ ws.BaseHandler }

@@ -69,6 +69,9 @@ func (r *room) OnOpen(c *ws.Conn) {
 	r.mu.Lock()
 	r.conns[c] = true
 	r.mu.Unlock()
+	// The 101 goes out before OnOpen runs: a client knows it is in the
+	// room, and will receive what is broadcast, once it reads this.
+	c.WriteMessage(ws.OpText, []byte("welcome"))
 }
 
 func (r *room) OnClose(c *ws.Conn, _ *ws.CloseError) {
@@ -111,6 +114,7 @@ func ExampleNewPreparedMessage() {
 			log.Fatal(err)
 		}
 		defer c.CloseNow()
+		c.ReadMessage() // the welcome
 		clients = append(clients, c)
 	}
 	clients[0].WriteMessage(ws.OpText, []byte("hi all"))

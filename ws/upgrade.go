@@ -4,7 +4,9 @@ import (
 	"compress/flate"
 	"crypto/sha1"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/url"
 	"strings"
@@ -66,9 +68,14 @@ type Upgrader struct {
 	bufs   bufPool
 }
 
-// ServeHTTP upgrades the request for u.Handler.
+// ServeHTTP upgrades the request for u.Handler. Mounted on a server other
+// than httpd.Server it answers 500 and logs why (ErrNotHttpd), to the
+// server's ErrorLog or the log package's standard logger: there is no
+// caller to return the error to.
 func (u *Upgrader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	u.Upgrade(w, r, u.Handler)
+	if _, err := u.Upgrade(w, r, u.Handler); errors.Is(err, ErrNotHttpd) {
+		logf(r, "%v", err)
+	}
 }
 
 // acceptGUID is the key suffix of RFC 6455 section 1.3.
@@ -88,13 +95,16 @@ func acceptKey(key string) string {
 // Upgrade answers r's opening handshake and hands the connection to h,
 // whose OnOpen runs before Upgrade returns; messages are delivered once
 // the HTTP handler that called Upgrade returns. w must be an
-// httpd.Server's (after unwrapping as http.ResponseController does).
+// httpd.Server's (after unwrapping as http.ResponseController does): on
+// net/http's http.Server, or with any other ResponseWriter, a valid
+// handshake is answered 500, its body saying so, and Upgrade returns an
+// error matching ErrNotHttpd.
 //
 // A request that is not a valid handshake is answered 400 (or 426 for a
 // version other than 13) and Upgrade returns an error matching
 // ErrBadHandshake; a refused origin is answered 403 (ErrOrigin). Nothing
-// is written after an error from httpd.Switch (httpd.ErrNotUpgrade when w
-// is not httpd's).
+// is written after another error from httpd.Switch (http.ErrHijacked
+// after Hijack or once the response has begun, or the connection's).
 func (u *Upgrader) Upgrade(w http.ResponseWriter, r *http.Request, h Handler) (*Conn, error) {
 	if h == nil || u.MaxMessageSize < 0 || u.PingInterval < 0 || u.CloseTimeout < 0 ||
 		u.CompressionLevel < 0 || u.CompressionLevel > flate.BestCompression {
@@ -154,12 +164,59 @@ func (u *Upgrader) Upgrade(w http.ResponseWriter, r *http.Request, h Handler) (*
 	wc.opening.Lock()
 	defer wc.opening.Unlock()
 	c, err := httpd.Switch(w, (*proto)(wc))
+	if errors.Is(err, httpd.ErrNotUpgrade) {
+		// httpd lets every valid handshake switch, so w is not its, and
+		// Switch wrote nothing. Left alone, the server would answer 200
+		// with the fields above and no body, which clients report only
+		// as an unexpected status.
+		for _, k := range handshakeFields {
+			delete(hdr, k)
+		}
+		e := notHttpd(w, r)
+		http.Error(w, e.msg, http.StatusInternalServerError)
+		return nil, e
+	}
 	if err != nil {
 		return nil, err
 	}
 	wc.c = c
 	h.OnOpen(wc)
 	return wc, nil
+}
+
+// handshakeFields are the header fields Upgrade sets for the 101.
+var handshakeFields = []string{"Upgrade", "Connection", "Sec-Websocket-Accept", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions"}
+
+// notHttpdError is Upgrade's error for a ResponseWriter that is not an
+// httpd.Server's. It matches httpd.ErrNotUpgrade too, what httpd.Switch
+// returns for such a ResponseWriter.
+type notHttpdError struct{ msg string }
+
+func (e *notHttpdError) Error() string   { return e.msg }
+func (e *notHttpdError) Unwrap() []error { return []error{ErrNotHttpd, httpd.ErrNotUpgrade} }
+
+// notHttpd says what served r instead of an httpd.Server.
+func notHttpd(w http.ResponseWriter, r *http.Request) *notHttpdError {
+	if _, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
+		return &notHttpdError{ErrNotHttpd.Error() + "; this is net/http's"}
+	}
+	return &notHttpdError{fmt.Sprintf("%v's ResponseWriter (or one whose Unwrap method returns it); this is a %T", ErrNotHttpd, w)}
+}
+
+// logf logs to the ErrorLog of the server that serves r, if it has one,
+// or to the log package's standard logger.
+func logf(r *http.Request, format string, args ...any) {
+	var l *log.Logger
+	switch s := r.Context().Value(http.ServerContextKey).(type) {
+	case *http.Server:
+		l = s.ErrorLog
+	case *httpd.Server:
+		l = s.ErrorLog
+	}
+	if l == nil {
+		l = log.Default()
+	}
+	l.Printf(format, args...)
 }
 
 // negotiate picks the first permessage-deflate offer it can accept and

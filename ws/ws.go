@@ -80,6 +80,12 @@ var (
 	// ErrBadHandshake reports an upgrade request (or, to Dial, a
 	// response) that is not a valid WebSocket opening handshake.
 	ErrBadHandshake = errors.New("ws: bad handshake")
+	// ErrNotHttpd reports an Upgrade whose http.ResponseWriter is not an
+	// httpd.Server's (net/http's, for instance), which cannot hand the
+	// connection over: Upgrade answers 500 instead of switching. The
+	// error also matches httpd.ErrNotUpgrade, which httpd.Switch returns
+	// for such a ResponseWriter.
+	ErrNotHttpd = errors.New("ws: Upgrade needs an httpd.Server")
 	// ErrOrigin reports an upgrade request that Upgrader.CheckOrigin
 	// (or the default same-origin check) refused.
 	ErrOrigin = errors.New("ws: origin not allowed")

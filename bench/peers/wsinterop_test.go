@@ -17,6 +17,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -1238,3 +1240,68 @@ func wsiCheckPeerEnd(t *testing.T, err error, code int, reason string, isCoder b
 		t.Errorf("gorilla's server saw %v, want close %d %q", err, code, reason)
 	}
 }
+
+// TestWSInteropNetHTTPRefused: an Upgrader mounted on net/http's server,
+// which cannot hand a connection to package ws, answers gorilla's and
+// coder's clients 500 with a body saying why (not 200 with the upgrade's
+// fields and nothing else, which clients report only as an unexpected
+// status), and logs it to the server's ErrorLog.
+func TestWSInteropNetHTTPRefused(t *testing.T) {
+	const msg = "ws: Upgrade needs an httpd.Server; this is net/http's\n"
+	var logged strings.Builder
+	var mu sync.Mutex
+	srv := httptest.NewUnstartedServer(&ws.Upgrader{Handler: ws.BaseHandler{}})
+	srv.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), "", 0)
+	srv.Start()
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+
+	d := websocket.Dialer{HandshakeTimeout: ioTimeout}
+	c, resp, err := d.Dial(url, nil)
+	if c != nil {
+		c.Close()
+		t.Fatal("gorilla connected")
+	}
+	if !errors.Is(err, websocket.ErrBadHandshake) || resp == nil || resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("gorilla: %v, response %v; want ErrBadHandshake and 500", err, resp)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	t.Logf("gorilla: %v: %s, %q", err, resp.Status, body)
+	if string(body) != msg {
+		t.Errorf("gorilla read %q, want %q", body, msg)
+	}
+	if v := resp.Header.Get("Sec-WebSocket-Accept"); v != "" {
+		t.Errorf("the 500 has Sec-WebSocket-Accept: %q", v)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	cc, resp, err := coder.Dial(ctx, url, nil)
+	if cc != nil {
+		cc.CloseNow()
+		t.Fatal("coder connected")
+	}
+	if err == nil || resp == nil || resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("coder: %v, response %v; want an error and 500", err, resp)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	t.Logf("coder: %v: %s, %q", err, resp.Status, body)
+	if string(body) != msg {
+		t.Errorf("coder read %q, want %q", body, msg)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if want := msg + msg; logged.String() != want {
+		t.Errorf("ErrorLog got %q, want %q", logged.String(), want)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
