@@ -127,7 +127,8 @@
 // peer's certificates from then on, OnClose included. An accepted
 // connection whose handshake fails (not TLS, a refused certificate,
 // Options.HandshakeTimeout, the server closing) runs OnClose alone, with
-// ReasonHandshake and the error. A connection costs a goroutine only while
+// ReasonHandshake and the error; one that is not TLS may first be
+// answered in plaintext (Options.NotTLS). A connection costs a goroutine only while
 // it handshakes: the handshake runs off the waiters, started by its first
 // bytes; at most Options.HandshakeWorkers compute at once (one waiting for
 // its peer holds none), and at most Options.MaxHandshakes are active,
@@ -392,6 +393,17 @@ type Options struct {
 	// descriptor and its state, here until HandshakeTimeout (it is in
 	// TLSStats.InProgress meanwhile). 0 means DefaultMaxHandshakes.
 	MaxHandshakes int
+	// NotTLS, if set, answers clients that do not speak TLS: when the
+	// first record of an accepted connection is not a TLS handshake's, it
+	// is called with that record's header (the first five bytes received,
+	// a plaintext protocol's first word) on the handshake's goroutine, and
+	// what it returns is sent in plaintext before the connection is
+	// closed gracefully: its input drained, so that a reset cannot
+	// overtake the reply (see Close). It returns nil to close at once, as
+	// without NotTLS; conn neither modifies nor keeps what it returns, so
+	// it may return the same slice every time. It needs TLS. httpd sets
+	// it to answer plaintext HTTP as net/http does.
+	NotTLS func(header [5]byte) []byte
 }
 
 // normalize validates o and fills in defaults.
@@ -434,6 +446,9 @@ func (o *Options) normalize() error {
 	}
 	if o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
 		return bad("Options.TLS has no certificate (Certificates, GetCertificate or GetConfigForClient)")
+	}
+	if o.NotTLS != nil && o.TLS == nil {
+		return bad("Options.NotTLS without Options.TLS")
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout

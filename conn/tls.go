@@ -141,8 +141,9 @@ func (t *tlsServer) admit(max int) bool {
 // tlsConn is a TLS connection's crypto/tls state and its transport: the
 // net.Conn the tls.Conn reads and writes.
 type tlsConn struct {
-	c  *Conn
-	tc *tls.Conn
+	c      *Conn
+	tc     *tls.Conn
+	client bool // a DialTLS's
 
 	// The record phase, guarded by Conn.mu.
 	in      []byte  // ciphertext read, not yet taken by tc
@@ -174,7 +175,7 @@ type handshake struct {
 
 // newTLSConn makes c a TLS connection: client (a Dial) or server.
 func newTLSConn(c *Conn, config *tls.Config, client bool) *tlsConn {
-	t := &tlsConn{c: c, hs: &handshake{
+	t := &tlsConn{c: c, client: client, hs: &handshake{
 		start: c.s.clock(), ready: make(chan struct{}, 1), abort: make(chan struct{}),
 		wantRead: !client, // a server starts once the ClientHello arrives
 		begun:    !client, // an accepted connection's handshake begins at accept
@@ -275,6 +276,11 @@ func (s *Server) handshakeEvent(c *Conn, e poller.Event) {
 		c.mu.Unlock()
 		return
 	}
+	if c.state == stClosing {
+		s.refusedEvent(c, e.Waiter)
+		c.mu.Unlock()
+		return
+	}
 	hs.wantRead = false
 	c.updateLocked() // no Readable until the goroutine finds the socket empty
 	woke := true
@@ -308,6 +314,7 @@ func (s *Server) handshake(c *Conn, hs *handshake) {
 	}
 	s.idle(hs)
 	s.tls.active.Add(-1)
+	reply := s.notTLSReply(t, err)
 	c.mu.Lock()
 	hs.finished = true
 	if hs.stop != nil {
@@ -326,6 +333,10 @@ func (s *Server) handshake(c *Conn, hs *handshake) {
 			break
 		}
 		c.setReasonLocked(ReasonHandshake, err)
+		if len(reply) > 0 {
+			c.refuseLocked(reply)
+			break
+		}
 		c.endLocked() // an alert crypto/tls sent is on its way
 	default:
 		s.tls.done.Add(1)
@@ -343,6 +354,54 @@ func (s *Server) handshake(c *Conn, hs *handshake) {
 	c.mu.Unlock()
 	if opened {
 		c.startDeadlines()
+	}
+}
+
+// notTLSReply is Options.NotTLS's answer to an accepted connection whose
+// handshake failed on a first record that is not a TLS handshake's:
+// crypto/tls reports that one, alone, with a RecordHeaderError that
+// carries the connection.
+func (s *Server) notTLSReply(t *tlsConn, err error) []byte {
+	var rh tls.RecordHeaderError
+	if err == nil || t.client || s.opts.NotTLS == nil || !errors.As(err, &rh) || rh.Conn == nil {
+		return nil
+	}
+	return s.opts.NotTLS(rh.RecordHeader)
+}
+
+// refuseLocked sends reply, in plaintext, to a connection whose first
+// record was not TLS, and closes it gracefully (Close). It stays in its
+// handshake, never the handler's: OnClose, with ReasonHandshake, is the
+// only method that runs for it. Until the peer's FIN its input is read
+// and dropped (refusedEvent), as input left unread would make the close
+// send a reset, which can destroy the reply before the peer reads it. The
+// caller holds mu.
+func (c *Conn) refuseLocked(reply []byte) {
+	if _, err := c.sendLocked(reply, nil, len(reply)); err != nil {
+		return // the socket failed: ended
+	}
+	c.tls.hs.wantRead = true // what updateLocked asks Readable for in a handshake
+	c.closeLocked()
+}
+
+// refusedEvent reads and drops the input of a connection refused by
+// refuseLocked, up to the peer's FIN. The caller holds mu.
+func (s *Server) refusedEvent(c *Conn, waiter int) {
+	buf := s.readBuf(waiter)
+	for range 16 { // then the next event: Readable is level-triggered
+		n, err := read(c.fd, buf)
+		switch {
+		case n > 0:
+			c.bytesIn.Add(uint64(n))
+			continue
+		case err == nil:
+			c.tls.hs.wantRead = false // EOF stays readable
+			c.closingEOFLocked()
+		case isAgain(err):
+		default:
+			c.failLocked(err)
+		}
+		return
 	}
 }
 
@@ -381,7 +440,7 @@ func (t *tlsServer) startedLocked(hs *handshake) {
 func (c *Conn) handshakeTimedOut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.flags.Load()&flagHandshake == 0 || c.state >= stEnding {
+	if c.flags.Load()&flagHandshake == 0 || c.state != stOpen { // closing: refused, under FlushTimeout
 		return
 	}
 	c.s.tls.timedOut.Add(1)

@@ -294,9 +294,26 @@ func (s *Server) configure(l net.Listener) (*handler, conn.Options, error) {
 		}
 		config.NextProtos = protos
 		opts.TLS = config
+		if opts.NotTLS == nil {
+			opts.NotTLS = plainHTTPReply
+		}
 	}
 	return h, opts, nil
 }
+
+// plainHTTPReply is a TLS server's conn.Options.NotTLS: a client that
+// sent plaintext HTTP gets net/http's answer, decided by the same first
+// five bytes (net/http's tlsRecordHeaderLooksLikeHTTP); others none.
+func plainHTTPReply(header [5]byte) []byte {
+	switch string(header[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return plainHTTP
+	}
+	return nil
+}
+
+// plainHTTP is net/http's answer to plaintext HTTP on a TLS port.
+var plainHTTP = []byte("HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 
 func firstOf(ds ...time.Duration) time.Duration {
 	for _, d := range ds {
