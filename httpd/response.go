@@ -263,9 +263,10 @@ func (w *response) commit(final bool, first []byte) {
 		}
 	}
 	hasTrailers = hasTrailers || hasPrefixedTrailer(h)
-	if hasToken(h.Get("Connection"), "close") || w.st != nil && w.st.continuePending() {
-		// The client waits for a 100 Continue that is not coming: its
-		// body will not follow on this connection.
+	if hasToken(h.Get("Connection"), "close") || w.st != nil && (w.st.continuePending() || w.st.unreadTooBig()) {
+		// The client waits for a 100 Continue that is not coming, or
+		// the body left unread is too large to drop: the next request
+		// will not follow on this connection.
 		w.closeAfter = true
 	}
 	te := h.Get("Transfer-Encoding")

@@ -49,7 +49,7 @@ type stream struct {
 	token   sync.Once // returns the MaxStreams token
 	unhold  func()    // conn.Conn.Hold's
 
-	// Owned by the waiter.
+	// Owned by the waiter (remaining is read under mu too).
 	chunk     *h1.ChunkedDecoder // a chunked body's decoder, or nil
 	remaining int64              // a Content-Length body's bytes to come
 	discarded int64              // body bytes dropped after the handler returned
@@ -139,6 +139,12 @@ func (hc *hconn) startStream(n int) bool {
 			return
 		}
 		hijacked := st.hijacked
+		if !hijacked {
+			// What the handler left in the pipe is dropped, as the
+			// rest of the body will be (feed).
+			st.discarded += int64(len(st.pipe) - st.r)
+			st.pipe, st.r = nil, 0
+		}
 		// A body whose 100 Continue was never sent is not coming.
 		st.closing = st.closing || w.closeAfter || st.bodyErr == nil && st.cont
 		closing := st.closing
@@ -168,6 +174,18 @@ func (h *handler) recycle(w *response) {
 		h.outBufs.Put(out)
 	}
 	h.putResponse(w)
+}
+
+// unreadTooBig reports a Content-Length body of which maxDiscard or more
+// is still unread: reading and dropping it after the handler returns is
+// not worth keeping the connection, so the response says
+// "Connection: close", as net/http's does. A chunked body's rest is not
+// known: it is dropped up to maxDiscard, and the connection closed beyond.
+func (st *stream) unreadTooBig() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.upgrade && st.chunk == nil && st.bodyErr == nil &&
+		st.remaining+int64(len(st.pipe)-st.r) >= maxDiscard
 }
 
 // release returns the stream's MaxStreams token, once.
