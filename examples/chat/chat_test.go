@@ -51,7 +51,7 @@ func startChat(t *testing.T, args ...string) *chat {
 	}
 	if secure {
 		c.caFile = filepath.Join(t.TempDir(), "ca.pem")
-		args = append(args, "-ca-out", c.caFile)
+		args = append(args, "-tls-cacert-out", c.caFile)
 	}
 	ready := make(chan net.Addr, 1)
 	go func() { c.done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), c.out, c.errOut, ready) }()
@@ -463,7 +463,7 @@ func TestShutdown(t *testing.T) {
 // TestFlags: bad flags are refused before anything is served.
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-ca-out", "x.pem"},
+		{"-tls-cacert-out", "x.pem"},
 		{"-max-message", "0"},
 		{"-burst", "100"},
 		{"extra"},
@@ -471,6 +471,44 @@ func TestFlags(t *testing.T) {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut, nil); err == nil {
 			t.Errorf("run %q: no error", args)
+		}
+	}
+	// Refused for what it means, not as an unknown flag: the name is the
+	// one the README and the other examples give.
+	err := run(context.Background(), []string{"-tls-cacert-out", "x.pem"}, io.Discard, io.Discard, nil)
+	if err == nil || err.Error() != "-tls-cacert-out needs -tls-self-signed" {
+		t.Errorf("-tls-cacert-out without -tls-self-signed: %v", err)
+	}
+}
+
+// TestLogLines: how a connection ended reads once and plainly in the log:
+// a failure's reason is often its cause's text, said once; what a client
+// sent is quoted, so that it cannot forge a line.
+func TestLogLines(t *testing.T) {
+	rm := newRoom(limits{maxUnread: 1 << 20}, nil)
+	protocol := fmt.Errorf("%w: unmasked client frame", ws.ErrProtocol)
+	for _, c := range []struct {
+		err  ws.CloseError
+		want string
+	}{
+		{ws.CloseError{Code: ws.StatusNormal, Remote: true}, "left"},
+		{ws.CloseError{Code: ws.StatusGoingAway, Remote: true}, "left"},
+		{ws.CloseError{Code: ws.StatusNormal, Reason: "bye\nchat: forged", Remote: true}, `left: "bye\nchat: forged"`},
+		{ws.CloseError{Code: 4000, Reason: "custom", Remote: true}, `left with 4000: "custom"`},
+		{ws.CloseError{Code: ws.StatusAbnormal, Err: io.ErrUnexpectedEOF}, "disconnected without a close frame: unexpected EOF"},
+		{ws.CloseError{Code: ws.StatusProtocolError, Reason: protocol.Error(), Err: protocol}, "closed by the server with 1002: ws: protocol error: unmasked client frame"},
+		{ws.CloseError{Code: ws.StatusUnsupportedData, Reason: "text messages only"}, "closed by the server with 1003: text messages only"},
+		{ws.CloseError{Code: ws.StatusPolicyViolation, Reason: "sending too fast", Err: ws.ErrCloseTimeout}, "dropped: no close frame in answer to the server's"},
+		{ws.CloseError{Code: ws.StatusAbnormal, Err: fmt.Errorf("%w: queue full", ws.ErrSlowReader)}, "dropped: it left more than -max-unread (1048576 bytes) unread"},
+		{ws.CloseError{Code: ws.StatusAbnormal, Err: ws.ErrPingTimeout}, "dropped: no answer to a ping in 30s"},
+	} {
+		if got := rm.why(&c.err); got != c.want {
+			t.Errorf("%v: %q, want %q", &c.err, got, c.want)
+		}
+	}
+	for n, want := range map[int]string{0: "0 clients", 1: "1 client", 5: "5 clients"} {
+		if got := plural(n, "client"); got != want {
+			t.Errorf("plural(%d): %q, want %q", n, got, want)
 		}
 	}
 }

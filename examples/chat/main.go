@@ -34,8 +34,8 @@
 // With -tls-self-signed it serves HTTPS and WSS with a certificate for
 // localhost, 127.0.0.1 and ::1 signed at start-up by a CA made in the
 // process (internal/selfsigned). The CA's certificate (PEM) goes to
-// -ca-out, by default a new file in the temporary directory, printed at
-// start for clients to trust.
+// -tls-cacert-out, by default a new file in the temporary directory,
+// printed at start for clients to trust.
 //
 // SIGINT or SIGTERM shuts it down gracefully: httpd.Server.Shutdown
 // sends every client a close frame with 1001 (going away) and waits up
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "TCP address to listen on")
 	selfSigned := fs.Bool("tls-self-signed", false, "serve HTTPS and WSS with a certificate for localhost, 127.0.0.1 and ::1 signed by a CA made at start-up")
-	caOut := fs.String("ca-out", "", "with -tls-self-signed, write the CA's certificate (PEM) here (default: a new file in the temporary directory, printed at start)")
+	caOut := fs.String("tls-cacert-out", "", "with -tls-self-signed, write the CA's certificate (PEM) here (default: a new file in the temporary directory, printed at start)")
 	maxMessage := fs.Int64("max-message", 64<<10, "the largest message a client may send, in bytes (closed with 1009 beyond it)")
 	maxUnread := fs.Int("max-unread", 1<<20, "how many bytes a client may leave unread before it is dropped")
 	rate := fs.Float64("rate", 16<<10, "the bytes a second a client may send, on average; each message counts at least 256")
@@ -119,11 +119,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return errors.New("-burst must be at least -max-message, or the largest message could never be sent")
 	case *caOut != "" && !*selfSigned:
 		fs.Usage()
-		return errors.New("-ca-out needs -tls-self-signed")
+		return errors.New("-tls-cacert-out needs -tls-self-signed")
 	}
 
 	logger := log.New(stderr, "chat: ", log.LstdFlags)
-	rm := newRoom(limits{maxMessage: *maxMessage, rate: *rate, burst: *burst}, logger)
+	rm := newRoom(limits{maxMessage: *maxMessage, rate: *rate, burst: *burst, maxUnread: *maxUnread}, logger)
 	srv := &httpd.Server{
 		Addr:     *addr,
 		Handler:  newMux(rm),
@@ -171,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 
 	rm.closing.Store(true)
-	fmt.Fprintf(stdout, "chat: shutting down: %d clients connected; telling them 1001 (going away)\n", rm.clients.Size())
+	fmt.Fprintf(stdout, "chat: shutting down: %s connected; sending 1001 (going away) to each\n", plural(rm.clients.Size(), "client"))
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
@@ -179,7 +179,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	fmt.Fprintf(stdout, "chat: %d clients were dropped for not reading, %d closed for sending too fast\n", rm.slow.Load(), rm.limited.Load())
+	fmt.Fprintf(stdout, "chat: since start-up: %s dropped for not reading, %s closed for sending too fast\n",
+		plural(int(rm.slow.Load()), "client"), plural(int(rm.limited.Load()), "client"))
 	switch {
 	case serr == nil:
 		fmt.Fprintf(stdout, "chat: shut down cleanly in %v\n", time.Since(start).Round(time.Millisecond))
@@ -211,4 +212,12 @@ func newMux(rm *room) *http.ServeMux {
 		up.Upgrade(w, r, chatHandler{rm: rm, nick: r.URL.Query().Get("name")})
 	})
 	return mux
+}
+
+// plural renders "1 client" and "2 clients".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

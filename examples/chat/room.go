@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log"
 	"net"
 	"strconv"
@@ -37,6 +38,9 @@ type limits struct {
 	// empty messages is bounded too. A client beyond it is closed with
 	// 1008: every byte it sends is sent again to every client.
 	rate, burst float64
+	// maxUnread is conn's MaxQueued, named in the log when a client is
+	// dropped for it.
+	maxUnread int
 }
 
 // minCost is the least a message takes from the bucket.
@@ -103,6 +107,7 @@ func (rm *room) join(c *ws.Conn, nick string) {
 		last:   time.Now(),
 	}
 	c.SetValue(cl)
+	rm.log.Printf("%s (%v) joined", cl.name, cl.addr)
 	// The client learns its name before anything else it receives, and
 	// is in the room (sees its own join) before the others learn of it.
 	rm.send(c, event{Kind: "hello", From: cl.name})
@@ -186,11 +191,51 @@ func (h chatHandler) OnClose(c *ws.Conn, err *ws.CloseError) {
 	if _, ok := h.rm.clients.LoadAndDelete(c); ok && !h.rm.closing.Load() {
 		h.rm.broadcast(event{Kind: "leave", From: cl.name})
 	}
+	if errors.Is(err, ws.ErrSlowReader) {
+		h.rm.slow.Add(1)
+	}
+	// The shutdown's 1001 to every client is said once, by run.
+	if h.rm.closing.Load() && !err.Remote && err.Code == ws.StatusGoingAway && err.Err == nil {
+		return
+	}
+	h.rm.log.Printf("%s (%v) %s", cl.name, cl.addr, h.rm.why(err))
+}
+
+// why says how a connection ended, for the log: who ended it, the close
+// code with its meaning or reason, and the cause when it adds to them
+// (a failure's reason is often the cause's own text, said once).
+func (rm *room) why(err *ws.CloseError) string {
 	switch {
 	case errors.Is(err, ws.ErrSlowReader):
-		h.rm.slow.Add(1)
-		h.rm.log.Printf("%s (%v) dropped: it left more than the output limit unread", cl.name, cl.addr)
-	case err.Code != ws.StatusNormal && err.Code != ws.StatusGoingAway && err.Code != ws.StatusNoStatus:
-		h.rm.log.Printf("%s (%v) left: %v", cl.name, cl.addr, err)
+		return fmt.Sprintf("dropped: it left more than -max-unread (%d bytes) unread", rm.maxUnread)
+	case errors.Is(err, ws.ErrPingTimeout):
+		return fmt.Sprintf("dropped: no answer to a ping in %v", pingInterval)
+	case errors.Is(err, ws.ErrCloseTimeout):
+		return "dropped: no close frame in answer to the server's"
+	case err.Code == ws.StatusAbnormal:
+		if err.Err == nil {
+			return "disconnected without a close frame"
+		}
+		return "disconnected without a close frame: " + err.Err.Error()
 	}
+	var s string
+	switch {
+	case err.Remote && (err.Code == ws.StatusNormal || err.Code == ws.StatusGoingAway || err.Code == ws.StatusNoStatus):
+		s = "left"
+	case err.Remote:
+		s = fmt.Sprintf("left with %d", err.Code)
+	default:
+		s = fmt.Sprintf("closed by the server with %d", err.Code)
+	}
+	switch {
+	case err.Reason == "":
+	case err.Remote: // the client's text: quoted, so that it cannot forge log lines
+		s += ": " + strconv.Quote(err.Reason)
+	default:
+		s += ": " + err.Reason
+	}
+	if err.Err != nil && !strings.Contains(err.Reason, err.Err.Error()) {
+		s += " (" + err.Err.Error() + ")"
+	}
+	return s
 }

@@ -26,9 +26,10 @@
 //
 // With -tls-self-signed it serves HTTPS with a certificate for localhost,
 // 127.0.0.1 and ::1 signed at start-up by a CA made in the process. The
-// CA's certificate (PEM) goes to -ca-out (by default a file in the
-// temporary directory, printed at start) for clients to trust:
+// CA's certificate (PEM) goes to -tls-cacert-out (by default a file in
+// the temporary directory, printed at start) for clients to trust:
 //
+//	go run ./examples/httpd -tls-self-signed -tls-cacert-out /tmp/httpd-ca.pem
 //	curl --cacert /tmp/httpd-ca.pem https://localhost:8080/api/time
 //
 // and the line printed at start gives the certificate's SPKI hash for
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "TCP address to listen on")
 	selfSigned := fs.Bool("tls-self-signed", false, "serve HTTPS with a certificate for localhost, 127.0.0.1 and ::1 signed by a CA made at start-up")
-	caOut := fs.String("ca-out", "", "with -tls-self-signed, write the CA's certificate (PEM) here (default: a new file in the temporary directory, printed at start)")
+	caOut := fs.String("tls-cacert-out", "", "with -tls-self-signed, write the CA's certificate (PEM) here (default: a new file in the temporary directory, printed at start)")
 	// The graceful part of a shutdown is bounded: a download of many
 	// gigabytes must not keep the process alive long after SIGTERM.
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long the requests in progress may take to finish before their connections are reset")
@@ -100,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	if *caOut != "" && !*selfSigned {
 		fs.Usage()
-		return errors.New("-ca-out needs -tls-self-signed")
+		return errors.New("-tls-cacert-out needs -tls-self-signed")
 	}
 
 	logger := log.New(stderr, "httpd: ", log.LstdFlags)

@@ -504,7 +504,7 @@ func TestRunShutdown(t *testing.T) {
 // TestFlags checks that bad command lines are refused.
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-ca-out", "x.pem"},
+		{"-tls-cacert-out", "x.pem"},
 		{"-shutdown-timeout", "0s"},
 		{"extra"},
 		{"-addr", "256.0.0.1:0"},
@@ -512,5 +512,11 @@ func TestFlags(t *testing.T) {
 		if err := run(context.Background(), args, io.Discard, io.Discard, nil); err == nil {
 			t.Errorf("%q: accepted", args)
 		}
+	}
+	// Refused for what it means, not as an unknown flag: the name is the
+	// one the README and the other examples give.
+	err := run(context.Background(), []string{"-tls-cacert-out", "x.pem"}, io.Discard, io.Discard, nil)
+	if err == nil || err.Error() != "-tls-cacert-out needs -tls-self-signed" {
+		t.Errorf("-tls-cacert-out without -tls-self-signed: %v", err)
 	}
 }

@@ -183,7 +183,7 @@ func TestCurl(t *testing.T) {
 func TestCurlTLS(t *testing.T) {
 	need(t, "curl", "curl")
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	addr, out, _, _ := startRun(t, "-tls-self-signed", "-ca-out", caFile)
+	addr, out, _, _ := startRun(t, "-tls-self-signed", "-tls-cacert-out", caFile)
 	_, port, _ := strings.Cut(addr, ":")
 	if !strings.Contains(out.String(), "CA certificate written to "+caFile) {
 		t.Errorf("output does not name the CA file:\n%s", out)

@@ -50,7 +50,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("the connection survived the shutdown: read %d bytes", n)
 		}
 		nc.Close()
-		for _, want := range []string{"serving RESP2 on", "shut down; 1 connections finished, 0 reset", "1 keys", "accepted 1", "shutdown:1", "waiter-0"} {
+		for _, want := range []string{"serving RESP2 on", "shut down: 1 connection finished, 0 connections reset", "kv: 1 key;", "1 accepted; closed: shutdown 1;", "waiter-0"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s: output lacks %q:\n%s", addr, want, out.String())
 			}
@@ -117,5 +117,24 @@ func testTopology(t *testing.T, topo string) {
 	}
 	if !strings.Contains(out.String(), "with 4 waiters ("+topo+")") {
 		t.Errorf("output does not name the topology:\n%s", out.String())
+	}
+}
+
+// TestCounts: counters by cause read as words, in the same order in
+// every report however the map iterates.
+func TestCounts(t *testing.T) {
+	m := map[string]uint64{"reset": 3, "eof": 12, "peer-closed": 1, "abort": 2}
+	for range 20 {
+		if got := counts(m); got != "abort 2, eof 12, peer-closed 1, reset 3" {
+			t.Fatalf("counts: %q", got)
+		}
+	}
+	if got := counts(nil); got != "none" {
+		t.Errorf("counts(nil): %q", got)
+	}
+	for n, want := range map[uint64]string{0: "0 keys", 1: "1 key", 2: "2 keys"} {
+		if got := plural(n, "key"); got != want {
+			t.Errorf("plural(%d): %q, want %q", n, got, want)
+		}
 	}
 }
