@@ -16,10 +16,11 @@ import (
 	"github.com/gracepoll/gracepoll/internal/h1"
 )
 
-// inlineBody is the largest body a request may have and still run its
-// handler on the waiter: such a body is awaited in the connection's input
-// and read from there. A longer one, or one announced with
-// "Expect: 100-continue", streams to a handler on a goroutine.
+// inlineBody is the largest Content-Length body a request may have and
+// still run its handler on the waiter: such a body is awaited in the
+// connection's input and read from there. A longer one, one announced
+// with "Expect: 100-continue", and a chunked body not all in the input
+// with its head, stream to a handler on a goroutine.
 const inlineBody = 64 << 10
 
 // outFlush is how much inline output gathers before it is written: the
@@ -307,11 +308,11 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 		case err != h1.ErrIncomplete:
 			hc.refuse(err)
 			return false
-		case req.Continue || len(buf)-n >= inlineBody:
-			return hc.startStream(n)
 		default:
-			p.req.Reset()
-			return false // wait for the rest of the body
+			// Its length is unknown, and its client may wait for an
+			// answer to what it sent before it sends the rest: the
+			// handler starts now.
+			return hc.startStream(n)
 		}
 	case req.ContentLength > 0:
 		cl := req.ContentLength

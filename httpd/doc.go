@@ -21,8 +21,14 @@
 // left on purpose: the status line says HTTP/1.1 to an HTTP/1.0 client
 // (RFC 9112 section 2.3), a panic before any output gets a 500 where
 // net/http closes, httpd's own refusals carry a Date and a
-// Content-Length, and r.Context()'s http.ServerContextKey holds the
-// *httpd.Server (there is no *http.Server). parity_test.go compares the two servers' bytes.
+// Content-Length, r.Context()'s http.ServerContextKey holds the
+// *httpd.Server (there is no *http.Server), and a response goes out
+// while its request's body is still coming (always full duplex, as after
+// http.ResponseController.EnableFullDuplex), where net/http first reads
+// up to 256 KiB of the body its handler left, so that a chunked body left
+// unread beyond that closes the connection after a response that did not
+// say "Connection: close". parity_test.go compares the two servers'
+// bytes.
 //
 // # Where a handler runs
 //
