@@ -32,11 +32,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/gracepoll/gracepoll/passbuck"
@@ -69,6 +72,9 @@ type config struct {
 	// it small so that nearly every reply is written in parts, which
 	// exercises the Writable path and re-arms during a handler run.
 	sndBuf int
+	// stop ends the load early, as Duration's end would (the summary and
+	// its checks follow): main's SIGINT or SIGTERM.
+	stop <-chan struct{}
 }
 
 // defaultConfig is what `go run ./examples/echo` does with no arguments.
@@ -193,6 +199,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "echo:", err)
 		os.Exit(2)
 	}
+	// Ctrl-C or SIGTERM ends the load early and still prints the
+	// summary; a second one kills the program as usual.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cfg.stop = ctx.Done()
+	go func() { <-ctx.Done(); stop() }()
 	res, err := run(cfg, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)

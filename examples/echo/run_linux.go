@@ -96,6 +96,9 @@ loop:
 		select {
 		case <-end.C:
 			break loop
+		case <-cfg.stop:
+			fmt.Fprintf(w, "stopped by a signal after %v\n", time.Since(began).Round(time.Millisecond))
+			break loop
 		case now := <-tick.C:
 			// Owed by the time elapsed, not the tick count: a ticker
 			// drops ticks when the machine is too busy to take them.

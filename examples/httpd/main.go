@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if tr := srv.Transport(); tr != nil {
 		open = tr.Stats().Open
 	}
-	fmt.Fprintf(stdout, "httpd: shutting down: %d connections open; waiting up to %v for requests in progress\n", open, *grace)
+	fmt.Fprintf(stdout, "httpd: shutting down: %s open; waiting up to %v for requests in progress\n", plural(open, "connection"), *grace)
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
@@ -178,4 +178,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return fmt.Errorf("shutdown: %w", serr)
 	}
 	return nil
+}
+
+// plural is "1 connection" or "n connections".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
