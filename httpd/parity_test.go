@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,6 +17,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,10 +51,18 @@ type wireResult struct {
 func (r wireResult) String() string {
 	var b strings.Builder
 	for i, x := range r.Resps {
-		fmt.Fprintf(&b, "  [%d] %s\n      header %v\n      framing %s body %q trailer %v err %q\n", i, x.Status, x.Header, x.Framing, x.Body, x.Trailer, x.Err)
+		fmt.Fprintf(&b, "  [%d] %s\n      header %v\n      framing %s body %s trailer %v err %q\n", i, x.Status, x.Header, x.Framing, shorten(x.Body), x.Trailer, x.Err)
 	}
-	fmt.Fprintf(&b, "  extra %q closed %v", r.Extra, r.Closed)
+	fmt.Fprintf(&b, "  extra %s closed %v", shorten(r.Extra), r.Closed)
 	return b.String()
+}
+
+// shorten quotes s, its middle cut if long.
+func shorten(s string) string {
+	if len(s) <= 600 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q...(%d bytes)...%q", s[:500], len(s)-600, s[len(s)-100:])
 }
 
 // parityCase is a handler and the raw bytes sent to it.
@@ -94,16 +104,41 @@ func requestMethods(raw string) []string {
 // exchange sends raw to addr and reads the responses to it.
 func exchange(t testing.TB, addr, raw string) wireResult {
 	t.Helper()
-	c := rawConn(t, addr)
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
+	return exchangeOn(rawConn(t, addr), raw, 150*time.Millisecond)
+}
+
+// pause in a case's raw bytes splits them: what follows is sent 100 ms
+// after what precedes, as a client waiting for 100 Continue sends its
+// body, or an upload arrives in parts.
+const pause = "<pause>"
+
+// exchangeOn is exchange on a connection of the caller's (TLS, say),
+// closed when it returns; settle is how long it waits after the last
+// response for the server to close.
+func exchangeOn(c net.Conn, raw string, settle time.Duration) wireResult {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	parts := strings.Split(raw, pause)
+	go func() {
+		// Writes run beside the reads: a server may answer (or close)
+		// before it has everything, and a pause waits for it.
+		for i, p := range parts {
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if _, err := io.WriteString(c, p); err != nil {
+				return // the server closed: what it sent is read below
+			}
+		}
+	}()
 	br := bufio.NewReader(c)
 	var res wireResult
-	for _, m := range requestMethods(raw) {
+	for _, m := range requestMethods(strings.ReplaceAll(raw, pause, "")) {
 		for {
 			x, closed := readWireResp(br, m)
-			res.Resps = append(res.Resps, x)
+			if x.Status != "" || x.Err != "" {
+				res.Resps = append(res.Resps, x)
+			}
 			if closed {
 				res.Closed = true
 				return res
@@ -117,15 +152,20 @@ func exchange(t testing.TB, addr, raw string) wireResult {
 			break
 		}
 	}
-	c.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	c.SetReadDeadline(time.Now().Add(settle))
 	extra, err := io.ReadAll(br)
 	res.Extra = string(extra)
-	res.Closed = err == nil
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+	res.Closed = err == nil || isReset(err)
+	if err != nil && !res.Closed && !errors.Is(err, os.ErrDeadlineExceeded) {
 		res.Extra += " (" + err.Error() + ")"
 	}
 	return res
 }
+
+// isReset reports a connection reset: a server that closes with input
+// unread resets, or not, as the input happens to arrive, so a reset counts
+// as a close.
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 func statusCode(line string) int {
 	_, rest, _ := strings.Cut(line, " ")
@@ -140,8 +180,11 @@ func readWireResp(br *bufio.Reader, m string) (x wireResp, closed bool) {
 	tp := textproto.NewReader(br)
 	line, err := tp.ReadLine()
 	if err != nil {
+		if err == io.EOF || isReset(err) {
+			return x, true
+		}
 		x.Err = "status line: " + err.Error()
-		return x, err == io.EOF
+		return x, false
 	}
 	x.Status = line
 	h, err := tp.ReadMIMEHeader()
