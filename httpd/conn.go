@@ -292,6 +292,7 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 	}
 	upgrade := isUpgrade(req)
 	var body []byte
+	var trailer http.Header
 	switch {
 	case upgrade:
 		return hc.startStream(n)
@@ -304,6 +305,7 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 		switch {
 		case err == nil:
 			body = p.body
+			trailer = trailerHeader(p.chunk.Trailers)
 			n += m
 		case err != h1.ErrIncomplete:
 			hc.refuse(err)
@@ -334,8 +336,8 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 	}
 	r.Body = http.NoBody
 	var bb *bufBody
-	if body != nil {
-		bb = &bufBody{b: body}
+	if body != nil || trailer != nil {
+		bb = &bufBody{b: body, trailer: trailer, req: r}
 		r.Body = bb
 	}
 	if hc.out == nil {

@@ -166,3 +166,117 @@ func TestParityChunkedFirstChunk(t *testing.T) {
 		}
 	}
 }
+
+// splitExchange is exchange with raw sent in parts 50 ms apart, so that
+// a body arrives after its head and streams to its handler.
+func splitExchange(t *testing.T, addr string, parts ...string) wireResult {
+	t.Helper()
+	c := rawConn(t, addr)
+	go func() {
+		for i, p := range parts {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if _, err := io.WriteString(c, p); err != nil {
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(c)
+	var res wireResult
+	for _, m := range requestMethods(strings.Join(parts, "")) {
+		x, closed := readWireResp(br, m)
+		res.Resps = append(res.Resps, x)
+		if closed || x.Err != "" {
+			res.Closed = closed
+			return res
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	extra, err := io.ReadAll(br)
+	res.Extra, res.Closed = string(extra), err == nil
+	return res
+}
+
+// reportTrailers answers with r.Trailer before the body is read and
+// after, reading it with read.
+func reportTrailers(read func(io.Reader)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "before %v nil=%v, Trailer field %q\n", r.Trailer, r.Trailer == nil, r.Header["Trailer"])
+		if read != nil {
+			read(r.Body)
+		}
+		fmt.Fprintf(w, "after %v nil=%v\n", r.Trailer, r.Trailer == nil)
+	}
+}
+
+var (
+	readAllBody  = func(r io.Reader) { io.ReadAll(r) }
+	copyBody     = func(r io.Reader) { io.Copy(io.Discard, r) } // WriteTo, where the body has it
+	readByteBody = func(r io.Reader) {
+		b := make([]byte, 1)
+		for {
+			if _, err := r.Read(b); err != nil {
+				return
+			}
+		}
+	}
+)
+
+// TestParityRequestTrailers: a chunked request's Trailer field is taken
+// out of r.Header, its names are r.Trailer's keys (nil values) before the
+// body is read, and the trailer fields received (declared or not) are set
+// in r.Trailer once a read meets the body's end, as in net/http; a body
+// left unread leaves them unset. A Trailer field naming a framing field
+// is refused with 400. The body arrives with its head (the handler runs
+// inline) or after it (on a goroutine of its own).
+func TestParityRequestTrailers(t *testing.T) {
+	const head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	const body = "5\r\nhello\r\n6\r\n world\r\n0\r\nX-A: 1\r\nx-c: 3\r\nX-A: 2\r\n\r\n"
+	declared := head + "Trailer: X-A, x-b\r\nTrailer: X-D\r\n\r\n"
+	cases := []parityCase{
+		{name: "declared, ReadAll", raw: declared + body, handler: reportTrailers(readAllBody)},
+		{name: "declared, io.Copy", raw: declared + body, handler: reportTrailers(copyBody)},
+		{name: "declared, byte reads", raw: declared + body, handler: reportTrailers(readByteBody)},
+		{name: "declared, unread", raw: declared + body, handler: reportTrailers(nil)},
+		{name: "undeclared", raw: head + "\r\n" + body, handler: reportTrailers(readAllBody)},
+		{name: "declared, none sent", raw: declared + "5\r\nhello\r\n0\r\n\r\n", handler: reportTrailers(readAllBody)},
+		{name: "empty body", raw: declared + "0\r\nX-A: 1\r\n\r\n", handler: reportTrailers(readAllBody)},
+		{name: "empty Trailer field", raw: head + "Trailer: ,\r\n\r\n" + body, handler: reportTrailers(readAllBody)},
+		{name: "pipelined", raw: declared + body + declared + "0\r\nX-B: 2\r\n\r\n", handler: reportTrailers(readAllBody)},
+		{name: "content-length", raw: "POST / HTTP/1.1\r\nHost: x\r\nTrailer: X-A\r\nContent-Length: 5\r\n\r\nhello",
+			handler: reportTrailers(readAllBody)},
+	}
+	runParity(t, cases)
+
+	// httpd's refusal carries a Date and a Content-Length (see the
+	// package doc): the status and the close are compared.
+	for _, k := range []string{"Content-Length", "transfer-encoding", "Trailer"} {
+		t.Run("forbidden "+k, func(t *testing.T) {
+			t.Parallel()
+			raw := head + "Trailer: X-A, " + k + "\r\n\r\n" + body + getReq
+			std, ours := parity(t, parityCase{raw: raw, handler: reportTrailers(readAllBody)})
+			for _, x := range []wireResult{std, ours} {
+				if len(x.Resps) != 1 || x.Resps[0].Status != "HTTP/1.1 400 Bad Request" ||
+					x.Resps[0].Header.Get("Connection") != "close" || !x.Closed {
+					t.Errorf("got\n%v\nwant one 400, Connection: close, closed\nnet/http:\n%v", ours, std)
+				}
+			}
+		})
+	}
+
+	for _, read := range []struct {
+		name string
+		f    func(io.Reader)
+	}{{"ReadAll", readAllBody}, {"io.Copy", copyBody}, {"unread", nil}} {
+		t.Run("streamed, "+read.name, func(t *testing.T) {
+			t.Parallel()
+			std, ours := serveBoth(t, reportTrailers(read.f))
+			parts := []string{declared + "5\r\nhello\r\n", "6\r\n world\r\n0\r\nX-A: 1\r\n", "x-c: 3\r\nX-A: 2\r\n\r\n" + getReq}
+			a, b := splitExchange(t, std, parts...), splitExchange(t, ours, parts...)
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("responses differ\nnet/http:\n%v\nhttpd:\n%v", a, b)
+			}
+		})
+	}
+}

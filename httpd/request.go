@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +58,15 @@ func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
 	if req.Chunked {
 		r0.ContentLength = -1
 		r0.TransferEncoding = []string{"chunked"}
+		if names, ok := r0.Header["Trailer"]; ok {
+			// As net/http: the declared trailers are Trailer's keys,
+			// their values set once the body has been read.
+			delete(r0.Header, "Trailer")
+			var err error
+			if r0.Trailer, err = declaredTrailers(names); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if cs, ok := hc.c.ConnectionState(); ok {
 		tlsState := cs // only a TLS request's state goes to the heap
@@ -63,6 +75,58 @@ func (hc *hconn) newRequest(req *h1.Request) (*http.Request, error) {
 	r := r0.WithContext(ctx)
 	ctx.req = r
 	return r, nil
+}
+
+// errBadTrailer refuses a request whose Trailer field names a field that
+// frames the message, as net/http does.
+var errBadTrailer = &statusError{400, "httpd: Trailer names a framing field"}
+
+// declaredTrailers returns the fields a chunked request's Trailer field
+// names, as keys of a header with nil values; nil if it names none.
+func declaredTrailers(names []string) (http.Header, error) {
+	var h http.Header
+	for _, v := range names {
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k == "" {
+				continue
+			}
+			k = http.CanonicalHeaderKey(k)
+			switch k {
+			case "Transfer-Encoding", "Trailer", "Content-Length":
+				return nil, errBadTrailer
+			}
+			if h == nil {
+				h = make(http.Header)
+			}
+			h[k] = nil
+		}
+	}
+	return h, nil
+}
+
+// trailerHeader returns trailer fields as net/http's server sets them in
+// Request.Trailer once the body is read: canonical keys, values in
+// order, whatever the Trailer field declared; nil if there are none.
+func trailerHeader(fields []h1.Field) http.Header {
+	if len(fields) == 0 {
+		return nil
+	}
+	h := make(http.Header, len(fields))
+	for _, f := range fields {
+		k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
+		h[k] = append(h[k], string(f.Value))
+	}
+	return h
+}
+
+// setTrailers merges the trailers received into r.Trailer, as net/http
+// does when the body's reader meets its end.
+func setTrailers(r *http.Request, t http.Header) {
+	if r.Trailer == nil {
+		r.Trailer = t
+		return
+	}
+	maps.Copy(r.Trailer, t)
 }
 
 // method returns m as a string, without allocating for the common ones.
@@ -198,6 +262,18 @@ func (c *reqCtx) String() string { return "httpd.requestContext" }
 type bufBody struct {
 	b      []byte
 	closed atomic.Bool
+	// A chunked body's trailers, set in req.Trailer when a read
+	// meets the body's end.
+	trailer http.Header
+	req     *http.Request
+}
+
+// end sets the trailers once the body has been read.
+func (b *bufBody) end() {
+	if b.trailer != nil {
+		setTrailers(b.req, b.trailer)
+		b.trailer = nil
+	}
 }
 
 func (b *bufBody) Read(p []byte) (int, error) {
@@ -205,6 +281,7 @@ func (b *bufBody) Read(p []byte) (int, error) {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	if len(b.b) == 0 {
+		b.end()
 		return 0, io.EOF
 	}
 	n := copy(p, b.b)
@@ -223,5 +300,8 @@ func (b *bufBody) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err := w.Write(b.b)
 	b.b = b.b[n:]
+	if len(b.b) == 0 {
+		b.end()
+	}
 	return int64(n), err
 }

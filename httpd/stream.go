@@ -61,9 +61,10 @@ type stream struct {
 	mu       sync.Mutex
 	pipe     []byte // body bytes not yet read are pipe[r:]
 	r        int
-	bodyErr  error // io.EOF once the body has all arrived; another error ends it
-	paused   bool  // the connection stopped reading for the reader
-	cont     bool  // "100 Continue" is due before the first body read
+	bodyErr  error       // io.EOF once the body has all arrived; another error ends it
+	trailer  http.Header // a chunked body's trailers, for Request.Trailer at its end
+	paused   bool        // the connection stopped reading for the reader
+	cont     bool        // "100 Continue" is due before the first body read
 	deadline time.Time
 	finished bool // the handler returned (or the hijacker closed)
 	hijacked bool
@@ -234,6 +235,9 @@ func (hc *hconn) feed() bool {
 				c.Discard(n)
 				break
 			}
+			if err == io.EOF && !st.finished {
+				st.trailer = trailerHeader(st.chunk.Trailers) // before b goes
+			}
 		} else {
 			n = int(min(int64(len(b)), st.remaining))
 			data = b[:n]
@@ -325,6 +329,10 @@ func (st *stream) Read(p []byte) (int, error) {
 			return 0, http.ErrBodyReadAfterClose
 		case st.bodyErr != nil:
 			err := st.bodyErr
+			if err == io.EOF && st.trailer != nil {
+				setTrailers(st.ctx.req, st.trailer)
+				st.trailer = nil
+			}
 			st.mu.Unlock()
 			return 0, err
 		case st.ended:
