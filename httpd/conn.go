@@ -345,6 +345,7 @@ func (hc *hconn) serve(buf []byte, n int) bool {
 	}
 	w := newResponse(hc, r, req)
 	w.out = hc.out
+	w.begin = len(*hc.out)
 	h.connState(hc, http.StateActive)
 	hc.run(w, r)
 	hc.c.Discard(n)

@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gracepoll/gracepoll/httpd"
 )
 
 // TestParityUnreadLargeBody: a handler that answers a 1 MiB upload
@@ -167,37 +171,6 @@ func TestParityChunkedFirstChunk(t *testing.T) {
 	}
 }
 
-// splitExchange is exchange with raw sent in parts 50 ms apart, so that
-// a body arrives after its head and streams to its handler.
-func splitExchange(t *testing.T, addr string, parts ...string) wireResult {
-	t.Helper()
-	c := rawConn(t, addr)
-	go func() {
-		for i, p := range parts {
-			if i > 0 {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if _, err := io.WriteString(c, p); err != nil {
-				return
-			}
-		}
-	}()
-	br := bufio.NewReader(c)
-	var res wireResult
-	for _, m := range requestMethods(strings.Join(parts, "")) {
-		x, closed := readWireResp(br, m)
-		res.Resps = append(res.Resps, x)
-		if closed || x.Err != "" {
-			res.Closed = closed
-			return res
-		}
-	}
-	c.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
-	extra, err := io.ReadAll(br)
-	res.Extra, res.Closed = string(extra), err == nil
-	return res
-}
-
 // reportTrailers answers with r.Trailer before the body is read and
 // after, reading it with read.
 func reportTrailers(read func(io.Reader)) http.HandlerFunc {
@@ -272,11 +245,113 @@ func TestParityRequestTrailers(t *testing.T) {
 		t.Run("streamed, "+read.name, func(t *testing.T) {
 			t.Parallel()
 			std, ours := serveBoth(t, reportTrailers(read.f))
-			parts := []string{declared + "5\r\nhello\r\n", "6\r\n world\r\n0\r\nX-A: 1\r\n", "x-c: 3\r\nX-A: 2\r\n\r\n" + getReq}
-			a, b := splitExchange(t, std, parts...), splitExchange(t, ours, parts...)
+			raw := declared + "5\r\nhello\r\n" + pause + "6\r\n world\r\n0\r\nX-A: 1\r\n" + pause + "x-c: 3\r\nX-A: 2\r\n\r\n" + getReq
+			a, b := exchange(t, std, raw), exchange(t, ours, raw)
 			if !reflect.DeepEqual(a, b) {
 				t.Errorf("responses differ\nnet/http:\n%v\nhttpd:\n%v", a, b)
 			}
 		})
+	}
+}
+
+// TestParityWriteTimeoutPaths: WriteTimeout on the paths of a response
+// not covered by TestParityWriteTimeout, as in net/http: a response to a
+// body streamed to its handler, a large write, and the deadline moved or
+// cleared with http.ResponseController. Output written after the
+// deadline is not sent and the connection closes; output before it is.
+func TestParityWriteTimeoutPaths(t *testing.T) {
+	const wt = 200 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/extend":
+			rc.SetWriteDeadline(time.Now().Add(time.Minute))
+		case "/clear":
+			rc.SetWriteDeadline(time.Time{})
+		case "/shorten":
+			rc.SetWriteDeadline(time.Now().Add(wt / 4))
+			time.Sleep(wt / 2)
+			io.WriteString(w, "late for the shortened deadline")
+			return
+		case "/fast":
+			io.WriteString(w, "in time")
+			return
+		}
+		time.Sleep(2 * wt)
+		if r.URL.Path == "/big" {
+			w.Write(bytes.Repeat([]byte("b"), 100<<10))
+			return
+		}
+		io.WriteString(w, "late")
+	})
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.WriteTimeout = wt
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
+	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	streamed := func(path string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n" + pause + "0\r\n\r\n"
+	}
+	for _, c := range []struct{ name, raw string }{
+		{"late", get("/late")},
+		{"large write, late", get("/big")},
+		{"streamed, in time", streamed("/fast")},
+		{"streamed, late", streamed("/late")},
+		{"streamed, in time, then late", streamed("/fast") + get("/late")},
+		{"deadline extended", get("/extend")},
+		{"deadline cleared", get("/clear")},
+		{"deadline shortened", get("/shorten")},
+		{"streamed, deadline extended", streamed("/extend")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			a, b := exchange(t, std, c.raw), exchange(t, ours, c.raw)
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("responses differ\nnet/http:\n%v\nhttpd:\n%v", a, b)
+			}
+		})
+	}
+}
+
+// TestParityWriteTimeoutQueued: a response the client does not read in
+// time fails the handler's writes once WriteTimeout has passed, and the
+// connection ends with the response cut short, as in net/http.
+func TestParityWriteTimeoutQueued(t *testing.T) {
+	const wt = 200 * time.Millisecond
+	writeErr := make(chan error, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range 256 { // 16 MiB: more than the socket buffers hold
+			if _, err := w.Write(chunk); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+		writeErr <- nil
+	})
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.WriteTimeout = wt
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
+	for _, addr := range []string{std, ours} {
+		c := rawConn(t, addr)
+		io.WriteString(c, getReq)
+		select {
+		case err := <-writeErr:
+			if err == nil {
+				t.Fatalf("%s: 16 MiB written to a client that reads nothing", addr)
+			}
+		case <-time.After(timeout):
+			t.Fatalf("%s: the handler's writes did not fail", addr)
+		}
+		n, err := io.Copy(io.Discard, c)
+		if n >= 16<<20 || err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("%s: read %d bytes, %v; want the response cut short and the connection ended", addr, n, err)
+		}
 	}
 }

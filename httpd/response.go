@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,11 @@ type response struct {
 
 	out   *[]byte
 	start int // where this response's head begins in out
+	begin int // where its output not yet handed to the connection begins in out
+
+	// deadline is the write deadline (WriteTimeout, SetWriteDeadline):
+	// output handed to the connection after it is dropped.
+	deadline time.Time
 
 	chunked    bool
 	declared   int64 // the handler's Content-Length, or -1
@@ -86,6 +92,12 @@ func newResponse(hc *hconn, r *http.Request, req *h1.Request) *response {
 		w.keepAlive10 = !req.Close
 	}
 	w.closeAfter = req.Close || hc.c.Draining()
+	if d := hc.h.srv.WriteTimeout; d > 0 {
+		// From the end of the head, as net/http's; the connection is
+		// reset if the response is still queued then.
+		w.deadline = time.Now().Add(d)
+		hc.c.SetWriteDeadline(w.deadline)
+	}
 	return w
 }
 
@@ -421,7 +433,24 @@ func (w *response) finish() {
 	if w.declared >= 0 && w.written < w.declared && !w.head && bodyAllowed(w.status) {
 		w.closeAfter = true // the client waits for bytes that never come
 	}
+	if w.expired() {
+		return
+	}
 	w.sendIfStream()
+}
+
+// expired reports that the write deadline has passed. What the response
+// has not handed to the connection is dropped then, and the connection
+// closes after the output before it: net/http's writes fail after the
+// deadline, and it closes the connection.
+func (w *response) expired() bool {
+	if w.deadline.IsZero() || time.Now().Before(w.deadline) {
+		return false
+	}
+	*w.out = (*w.out)[:w.begin]
+	w.err = os.ErrDeadlineExceeded
+	w.closeAfter = true
+	return true
 }
 
 // panicked ends the response of a handler that panicked: a 500 if none
@@ -445,6 +474,9 @@ func (w *response) panicked() {
 	// Committed: the client sees a body cut short (no last chunk, or
 	// fewer bytes than the Content-Length) when the connection closes.
 	w.chunked = false
+	if w.expired() {
+		return
+	}
 	w.sendIfStream()
 }
 
@@ -484,9 +516,12 @@ func (w *response) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-// SetWriteDeadline closes the connection if its output is still queued
-// at t (http.ResponseController).
+// SetWriteDeadline moves the write deadline to t, the zero time for none
+// (http.ResponseController): output written after t is dropped and the
+// connection closed, and the connection is reset if its output is still
+// queued at t.
 func (w *response) SetWriteDeadline(t time.Time) error {
+	w.deadline = t
 	return w.hc.c.SetWriteDeadline(t)
 }
 
@@ -522,7 +557,7 @@ func (w *response) send() error { return w.sendWith(nil, false) }
 
 // sendWith writes out followed by p (and a CRLF after p if crlfAfter).
 func (w *response) sendWith(p []byte, crlfAfter bool) error {
-	if w.err != nil {
+	if w.err != nil || w.expired() {
 		return w.err
 	}
 	c := w.hc.c
@@ -546,6 +581,7 @@ func (w *response) sendWith(p []byte, crlfAfter bool) error {
 		_, err = c.Writev(bufs)
 	}
 	*w.out = (*w.out)[:0]
+	w.begin = 0
 	if err == nil {
 		if w.st != nil {
 			err = w.st.waitDrain(w.ctx)

@@ -61,9 +61,12 @@ type Server struct {
 	// bounded by IdleTimeout while no byte arrives).
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each response from the end of its request's
-	// head: a connection whose response is still queued then is reset.
-	// 0: none (a client that stops reading is still bounded by
-	// IdleTimeout, which counts no progress).
+	// head, as in net/http: output the handler writes after it is not
+	// sent, and the connection closes after what came before; a
+	// connection whose response is still queued then is reset.
+	// http.ResponseController's SetWriteDeadline moves it. 0: none (a
+	// client that stops reading is still bounded by IdleTimeout, which
+	// counts no progress).
 	WriteTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection that has waited this
 	// long for its next request, and a connection that made no progress
