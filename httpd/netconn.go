@@ -41,7 +41,11 @@ func (st *stream) hijack() *netConn {
 	if st.bodyErr == io.EOF {
 		st.bodyErr = nil
 	}
+	// The request's deadlines (ReadTimeout, WriteTimeout) end with it, as
+	// net/http's Hijack clears its connection's.
+	st.deadline = time.Time{}
 	st.mu.Unlock()
+	st.hc.c.SetWriteDeadline(time.Time{})
 	nc := st.hc.nc
 	if nc == nil {
 		// Made here, not for every upgrade: a WebSocket (Switch) has no

@@ -355,3 +355,34 @@ func TestParityWriteTimeoutQueued(t *testing.T) {
 		}
 	}
 }
+
+// TestParityWriteTimeoutHijacked: Hijack ends the request's write
+// deadline, as net/http's clears its connection's: what the handler
+// writes after it reaches a client that reads late.
+func TestParityWriteTimeoutHijacked(t *testing.T) {
+	const wt = 100 * time.Millisecond
+	const size = 16 << 20 // more than the socket buffers hold
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		time.Sleep(2 * wt)
+		c.Write(bytes.Repeat([]byte("h"), size))
+	})
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.WriteTimeout = wt
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
+	for _, addr := range []string{std, ours} {
+		c := rawConn(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
+		time.Sleep(5 * wt) // the output queues, past the deadline
+		if n, err := io.Copy(io.Discard, c); n != size || err != nil {
+			t.Errorf("%s: read %d bytes, %v; want %d", addr, n, err, size)
+		}
+	}
+}
