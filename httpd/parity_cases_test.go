@@ -527,11 +527,15 @@ func readHandler(w http.ResponseWriter, r *http.Request) {
 		r.Body.Close()
 		n3, err3 := r.Body.Read(make([]byte, 10))
 		fmt.Fprintf(w, "read %d %v; again %d %v; after close %d %v", len(b), err, n, err2, n3, err3)
-	case "first": // one Read: what had arrived when the handler ran
+	case "first": // one Read, answered at once: what had arrived when the handler ran
+		rc := http.NewResponseController(w)
+		rc.EnableFullDuplex()
 		b := make([]byte, 64<<10)
 		n, err := r.Body.Read(b)
-		rest, err2 := io.ReadAll(r.Body)
-		fmt.Fprintf(w, "first %q %v; rest %q %v", b[:n], err, rest, err2)
+		fmt.Fprintf(w, "first %q %v\n", b[:n], err)
+		rc.Flush()
+		rest, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "rest %q %v", rest, err)
 	case "all":
 		b, err := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "read %d %v", len(b), err)

@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +30,9 @@ import (
 // the responses compared: status line, header fields (Date by presence
 // only), body with its framing removed, trailers, and whether the server
 // closed the connection after them. parityCase is the unit: add cases to
-// the tables below, or call checkParity from a test of your own.
+// the tables below, or call checkParity from a test of your own. The
+// suite of parity_suite_test.go runs its cases over TLS too, pipelined,
+// and through net/http's client.
 
 // wireResp is one response as read from the wire.
 type wireResp struct {
@@ -107,31 +110,43 @@ func exchange(t testing.TB, addr, raw string) wireResult {
 	return exchangeOn(rawConn(t, addr), raw, 150*time.Millisecond)
 }
 
-// pause in a case's raw bytes splits them: what follows is sent 100 ms
-// after what precedes, as a client waiting for 100 Continue sends its
-// body, or an upload arrives in parts.
+// pause in a case's raw bytes splits them: what follows is sent once
+// the server has sent something more (a 100 Continue, a response while
+// the body is still coming), or after pauseTimeout if it sends nothing,
+// as a client sends a body after 100 Continue or its timeout.
 const pause = "<pause>"
+
+// pauseTimeout is long: a server that is slow to answer on a loaded
+// machine would see what follows a pause with what precedes it.
+const pauseTimeout = 3 * time.Second
+
+// exchangeTimeout bounds an exchange: a response misframed (by a broken
+// server) can leave the reader waiting for bytes that never come.
+const exchangeTimeout = 6 * time.Second
 
 // exchangeOn is exchange on a connection of the caller's (TLS, say),
 // closed when it returns; settle is how long it waits after the last
 // response for the server to close.
 func exchangeOn(c net.Conn, raw string, settle time.Duration) wireResult {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout))
+	c.SetDeadline(time.Now().Add(exchangeTimeout))
 	parts := strings.Split(raw, pause)
+	cr := &countingReader{r: c, more: make(chan struct{}, 1)}
 	go func() {
 		// Writes run beside the reads: a server may answer (or close)
 		// before it has everything, and a pause waits for it.
 		for i, p := range parts {
 			if i > 0 {
-				time.Sleep(100 * time.Millisecond)
+				cr.wait(pauseTimeout)
 			}
+			n := cr.n.Load()
 			if _, err := io.WriteString(c, p); err != nil {
 				return // the server closed: what it sent is read below
 			}
+			cr.since = n
 		}
 	}()
-	br := bufio.NewReader(c)
+	br := bufio.NewReader(cr)
 	var res wireResult
 	for _, m := range requestMethods(strings.ReplaceAll(raw, pause, "")) {
 		for {
@@ -160,6 +175,40 @@ func exchangeOn(c net.Conn, raw string, settle time.Duration) wireResult {
 		res.Extra += " (" + err.Error() + ")"
 	}
 	return res
+}
+
+// countingReader counts what it reads, for a writer waiting for the
+// server to send more.
+type countingReader struct {
+	r     io.Reader
+	n     atomic.Int64
+	more  chan struct{} // a read returned bytes
+	since int64         // the writer's: the count when it last wrote
+}
+
+func (cr *countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	if n > 0 {
+		cr.n.Add(int64(n))
+		select {
+		case cr.more <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// wait waits until more than cr.since has been read, or d.
+func (cr *countingReader) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for cr.n.Load() <= cr.since {
+		select {
+		case <-cr.more:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // isReset reports a connection reset: a server that closes with input
