@@ -47,7 +47,7 @@ type suiteCase struct {
 	// this case must catch.
 	tags []string
 	// noPipeline: the request is not sent twice on one connection (its
-	// bytes are not a whole request, say). Nor is one with a pause.
+	// bytes are not a whole request, say). Nor is one with an await.
 	noPipeline bool
 	// noClient: not sent through net/http's client, which cannot send it
 	// or would send another request.
@@ -126,6 +126,9 @@ const (
 	suiteSettle     = 150 * time.Millisecond
 	suiteSettleSlow = time.Second
 	suiteParallel   = 48
+	// suiteLimit bounds an exchange: a response misframed (by a broken
+	// copy) can leave the reader waiting for bytes that never come.
+	suiteLimit = 6 * time.Second
 )
 
 // runWire runs the exchanges of runs, suiteParallel at once: most of an
@@ -157,7 +160,7 @@ func exchangePair(c suiteCase, p serverPair, settle time.Duration) (std, ours wi
 			res.Extra = "dial: " + err.Error()
 			return
 		}
-		*res = exchangeOn(conn, c.raw, settle)
+		*res = exchangeOn(conn, c.raw, settle, suiteLimit)
 	}
 	wg.Add(2)
 	go one(p.std, &std)
@@ -188,9 +191,9 @@ func wireRuns(cases []suiteCase, pair serverPair, prefix string) []*wireRun {
 	var runs []*wireRun
 	for _, c := range cases {
 		runs = append(runs, &wireRun{name: prefix + c.name, c: c, pair: pair})
-		// A pause waits for the server to answer: pipelined, the answer
+		// An await waits for the server to answer: pipelined, the answer
 		// to the request before would end it too soon.
-		if !c.noPipeline && !strings.Contains(c.raw, pause) {
+		if !c.noPipeline && !strings.Contains(c.raw, await) {
 			p := c
 			p.raw = c.raw + c.raw
 			runs = append(runs, &wireRun{name: prefix + c.name + " (pipelined)", c: p, pair: pair})
@@ -200,15 +203,15 @@ func wireRuns(cases []suiteCase, pair serverPair, prefix string) []*wireRun {
 }
 
 // mixedRuns makes runs of several cases on one connection, pipelined:
-// the cases that compare as a whole (no field ignored, no pause, one
-// request) and keep the connection open, per the runs done.
+// the cases that compare as a whole (no field ignored, no pause or
+// await, one request) and keep the connection open, per the runs done.
 func mixedRuns(done []*wireRun, pair serverPair, prefix string) []*wireRun {
 	var mixable []suiteCase
 	for _, r := range done {
 		c := r.c
 		if r.diff != "" || r.std.Closed || strings.HasSuffix(r.name, "(pipelined)") ||
 			c.deviation != nil || c.ignore != nil || c.ignoreBody || c.ignoreVersion ||
-			strings.Contains(c.raw, pause) || len(requestMethods(c.raw)) != 1 || len(r.std.Resps) == 0 {
+			strings.Contains(c.raw, pause) || strings.Contains(c.raw, await) || len(requestMethods(c.raw)) != 1 || len(r.std.Resps) == 0 {
 			continue
 		}
 		mixable = append(mixable, c)
@@ -246,7 +249,8 @@ type clientResp struct {
 // clientRequests parses the requests of raw for net/http's client; nil if
 // a request in it does not parse.
 func clientRequests(raw string) []*http.Request {
-	br := bufio.NewReader(strings.NewReader(strings.ReplaceAll(raw, pause, "")))
+	parts, _ := splitRaw(raw)
+	br := bufio.NewReader(strings.NewReader(strings.Join(parts, "")))
 	var reqs []*http.Request
 	for {
 		req, err := http.ReadRequest(br)

@@ -107,37 +107,56 @@ func requestMethods(raw string) []string {
 // exchange sends raw to addr and reads the responses to it.
 func exchange(t testing.TB, addr, raw string) wireResult {
 	t.Helper()
-	return exchangeOn(rawConn(t, addr), raw, 150*time.Millisecond)
+	return exchangeOn(rawConn(t, addr), raw, 150*time.Millisecond, timeout)
 }
 
-// pause in a case's raw bytes splits them: what follows is sent once
-// the server has sent something more (a 100 Continue, a response while
-// the body is still coming), or after pauseTimeout if it sends nothing,
-// as a client sends a body after 100 Continue or its timeout.
+// pause in a case's raw bytes splits them: what follows is sent 100 ms
+// after what precedes, as an upload arrives in parts.
 const pause = "<pause>"
 
-// pauseTimeout is long: a server that is slow to answer on a loaded
-// machine would see what follows a pause with what precedes it.
-const pauseTimeout = 3 * time.Second
+// await splits them too: what follows is sent once the server has sent
+// something more (a 100 Continue, a response while the body is still
+// coming), or after awaitTimeout if it sends nothing, as a client sends
+// a body after 100 Continue or its timeout.
+const await = "<await>"
 
-// exchangeTimeout bounds an exchange: a response misframed (by a broken
-// server) can leave the reader waiting for bytes that never come.
-const exchangeTimeout = 6 * time.Second
+// awaitTimeout is long: a server that is slow to answer on a loaded
+// machine would see what follows an await with what precedes it.
+const awaitTimeout = 3 * time.Second
+
+// splitRaw splits raw at its pauses and awaits: parts[i] follows seps[i].
+func splitRaw(raw string) (parts, seps []string) {
+	for {
+		i, sep := strings.Index(raw, pause), pause
+		if j := strings.Index(raw, await); j >= 0 && (i < 0 || j < i) {
+			i, sep = j, await
+		}
+		if i < 0 {
+			return append(parts, raw), seps
+		}
+		parts, seps = append(parts, raw[:i]), append(seps, sep)
+		raw = raw[i+len(sep):]
+	}
+}
 
 // exchangeOn is exchange on a connection of the caller's (TLS, say),
 // closed when it returns; settle is how long it waits after the last
-// response for the server to close.
-func exchangeOn(c net.Conn, raw string, settle time.Duration) wireResult {
+// response for the server to close, limit how long the whole may take.
+func exchangeOn(c net.Conn, raw string, settle, limit time.Duration) wireResult {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(exchangeTimeout))
-	parts := strings.Split(raw, pause)
+	c.SetDeadline(time.Now().Add(limit))
+	parts, seps := splitRaw(raw)
 	cr := &countingReader{r: c, more: make(chan struct{}, 1)}
 	go func() {
 		// Writes run beside the reads: a server may answer (or close)
-		// before it has everything, and a pause waits for it.
+		// before it has everything, and an await waits for it.
 		for i, p := range parts {
-			if i > 0 {
-				cr.wait(pauseTimeout)
+			switch {
+			case i == 0:
+			case seps[i-1] == pause:
+				time.Sleep(100 * time.Millisecond)
+			default:
+				cr.wait(awaitTimeout)
 			}
 			n := cr.n.Load()
 			if _, err := io.WriteString(c, p); err != nil {
@@ -148,7 +167,7 @@ func exchangeOn(c net.Conn, raw string, settle time.Duration) wireResult {
 	}()
 	br := bufio.NewReader(cr)
 	var res wireResult
-	for _, m := range requestMethods(strings.ReplaceAll(raw, pause, "")) {
+	for _, m := range requestMethods(strings.Join(parts, "")) {
 		for {
 			x, closed := readWireResp(br, m)
 			if x.Status != "" || x.Err != "" {
