@@ -171,6 +171,37 @@ func TestParityChunkedFirstChunk(t *testing.T) {
 	}
 }
 
+// splitExchange is exchange with raw sent in parts 50 ms apart, so that
+// a body arrives after its head and streams to its handler.
+func splitExchange(t *testing.T, addr string, parts ...string) wireResult {
+	t.Helper()
+	c := rawConn(t, addr)
+	go func() {
+		for i, p := range parts {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if _, err := io.WriteString(c, p); err != nil {
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(c)
+	var res wireResult
+	for _, m := range requestMethods(strings.Join(parts, "")) {
+		x, closed := readWireResp(br, m)
+		res.Resps = append(res.Resps, x)
+		if closed || x.Err != "" {
+			res.Closed = closed
+			return res
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	extra, err := io.ReadAll(br)
+	res.Extra, res.Closed = string(extra), err == nil || errors.Is(err, syscall.ECONNRESET)
+	return res
+}
+
 // reportTrailers answers with r.Trailer before the body is read and
 // after, reading it with read.
 func reportTrailers(read func(io.Reader)) http.HandlerFunc {
@@ -245,8 +276,8 @@ func TestParityRequestTrailers(t *testing.T) {
 		t.Run("streamed, "+read.name, func(t *testing.T) {
 			t.Parallel()
 			std, ours := serveBoth(t, reportTrailers(read.f))
-			raw := declared + "5\r\nhello\r\n" + pause + "6\r\n world\r\n0\r\nX-A: 1\r\n" + pause + "x-c: 3\r\nX-A: 2\r\n\r\n" + getReq
-			a, b := exchange(t, std, raw), exchange(t, ours, raw)
+			parts := []string{declared + "5\r\nhello\r\n", "6\r\n world\r\n0\r\nX-A: 1\r\n", "x-c: 3\r\nX-A: 2\r\n\r\n" + getReq}
+			a, b := splitExchange(t, std, parts...), splitExchange(t, ours, parts...)
 			if !reflect.DeepEqual(a, b) {
 				t.Errorf("responses differ\nnet/http:\n%v\nhttpd:\n%v", a, b)
 			}
@@ -292,23 +323,26 @@ func TestParityWriteTimeoutPaths(t *testing.T) {
 	t.Cleanup(ts.Close)
 	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
 	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
-	streamed := func(path string) string {
-		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n" + pause + "0\r\n\r\n"
+	streamed := func(path string) []string {
+		return []string{"POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "0\r\n\r\n"}
 	}
-	for _, c := range []struct{ name, raw string }{
-		{"late", get("/late")},
-		{"large write, late", get("/big")},
+	for _, c := range []struct {
+		name  string
+		parts []string
+	}{
+		{"late", []string{get("/late")}},
+		{"large write, late", []string{get("/big")}},
 		{"streamed, in time", streamed("/fast")},
 		{"streamed, late", streamed("/late")},
-		{"streamed, in time, then late", streamed("/fast") + get("/late")},
-		{"deadline extended", get("/extend")},
-		{"deadline cleared", get("/clear")},
-		{"deadline shortened", get("/shorten")},
+		{"streamed, in time, then late", append(streamed("/fast"), get("/late"))},
+		{"deadline extended", []string{get("/extend")}},
+		{"deadline cleared", []string{get("/clear")}},
+		{"deadline shortened", []string{get("/shorten")}},
 		{"streamed, deadline extended", streamed("/extend")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			a, b := exchange(t, std, c.raw), exchange(t, ours, c.raw)
+			a, b := splitExchange(t, std, c.parts...), splitExchange(t, ours, c.parts...)
 			if !reflect.DeepEqual(a, b) {
 				t.Errorf("responses differ\nnet/http:\n%v\nhttpd:\n%v", a, b)
 			}
