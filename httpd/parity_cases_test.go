@@ -517,6 +517,9 @@ func readHandler(w http.ResponseWriter, r *http.Request) {
 	switch segment(r, 1) {
 	case "none":
 		io.WriteString(w, "not read")
+	case "none-later": // not read, returning once the client has sent it all
+		time.Sleep(200 * time.Millisecond)
+		io.WriteString(w, "not read")
 	case "some": // 5 bytes of it
 		b := make([]byte, 5)
 		n, err := io.ReadFull(r.Body, b)

@@ -247,6 +247,14 @@ func (hc *hconn) feed() bool {
 		}
 		if st.finished {
 			st.discarded += int64(len(data))
+			if st.discarded > maxDiscard {
+				// Checked before the body's end is decoded, so that
+				// whether the connection closes does not depend on
+				// how the body was split into reads.
+				st.closing = true
+				c.Discard(n)
+				break
+			}
 		} else {
 			st.push(data)
 		}
