@@ -68,7 +68,7 @@ func (nc *netConn) Read(p []byte) (int, error) {
 	if nc.st == nil {
 		return 0, errNotHijacked
 	}
-	return nc.st.Read(p)
+	return nc.st.read(p, false)
 }
 
 func (nc *netConn) Write(p []byte) (int, error) {

@@ -286,6 +286,12 @@ func (b *bufBody) Read(p []byte) (int, error) {
 	}
 	n := copy(p, b.b)
 	b.b = b.b[n:]
+	if len(b.b) == 0 && n > 0 {
+		// The last bytes come with io.EOF, as net/http's body returns
+		// them once nothing is left to read.
+		b.end()
+		return n, io.EOF
+	}
 	return n, nil
 }
 

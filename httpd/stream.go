@@ -71,6 +71,7 @@ type stream struct {
 	switched Protocol // Switch was called: the connection is its once the handler returns
 	closing  bool     // the connection closes once the response is out
 	ended    bool     // gone is closed
+	closed   bool     // the handler closed r.Body
 }
 
 // startStream serves the request whose head is the first n bytes of the
@@ -328,8 +329,16 @@ func (st *stream) resume() {
 // Read reads the request body (the handler's r.Body) as the waiter feeds
 // it, waiting for it; a body that stalls for IdleTimeout, or passes the
 // read deadline, fails with os.ErrDeadlineExceeded.
-func (st *stream) Read(p []byte) (int, error) {
+func (st *stream) Read(p []byte) (int, error) { return st.read(p, true) }
+
+// read reads what the waiter feeds: the body for r.Body, or, for a
+// hijacked connection's netConn, what the client sends.
+func (st *stream) read(p []byte, body bool) (int, error) {
 	st.mu.Lock()
+	if body && st.closed {
+		st.mu.Unlock()
+		return 0, http.ErrBodyReadAfterClose
+	}
 	for len(st.pipe) == st.r {
 		switch {
 		case st.finished && !st.hijacked:
@@ -370,16 +379,32 @@ func (st *stream) Read(p []byte) (int, error) {
 	}
 	n := copy(p, st.pipe[st.r:])
 	st.r += n
+	var err error
+	if body && !st.hijacked && st.r == len(st.pipe) && st.bodyErr == io.EOF && n > 0 {
+		// The last bytes come with io.EOF, as net/http's body returns
+		// them once nothing is left to read.
+		err = io.EOF
+		if st.trailer != nil {
+			setTrailers(st.ctx.req, st.trailer)
+			st.trailer = nil
+		}
+	}
 	more := st.paused && len(st.pipe)-st.r < pipeBytes/2
 	st.mu.Unlock()
 	if more {
 		st.resume()
 	}
-	return n, nil
+	return n, err
 }
 
-// Close ends the handler's reading of the body.
-func (st *stream) Close() error { return nil }
+// Close ends the handler's reading of the body: later reads fail with
+// http.ErrBodyReadAfterClose. What it left is dropped once it returns.
+func (st *stream) Close() error {
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
+	return nil
+}
 
 // waitFor waits for ch, the connection's end, the deadline or a stall
 // of IdleTimeout.
