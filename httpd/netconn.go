@@ -43,7 +43,7 @@ func (st *stream) hijack() *netConn {
 	}
 	// The request's deadlines (ReadTimeout, WriteTimeout) end with it, as
 	// net/http's Hijack clears its connection's.
-	st.deadline = time.Time{}
+	st.deadline, st.wdeadline = time.Time{}, time.Time{}
 	st.mu.Unlock()
 	st.hc.c.SetWriteDeadline(time.Time{})
 	nc := st.hc.nc

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/gracepoll/gracepoll/httpd"
 )
 
 // The suite's handler and cases: a case's request goes to a path of
@@ -649,4 +651,28 @@ func multipartBody() (body, contentType string) {
 	io.WriteString(fw, "file contents")
 	mw.Close()
 	return b.String(), mw.FormDataContentType()
+}
+
+// TestParityWriteTimeoutContinue: a 100 Continue due after WriteTimeout
+// has passed is not sent (net/http's write of it fails), nor is the
+// response; the connection closes.
+func TestParityWriteTimeoutContinue(t *testing.T) {
+	t.Parallel()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(700 * time.Millisecond)
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "read %q %v", b, err)
+	})
+	plain, _ := suiteServers(t, h, func(std *http.Server, ours *httpd.Server) {
+		std.WriteTimeout, ours.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
+	})
+	c := suiteCase{parityCase: parityCase{name: "late 100 Continue",
+		raw: rq("POST /x HTTP/1.1", []string{"Host: x", "Content-Length: 5", "Expect: 100-continue"}, await+"hello")}}
+	runs := wireRuns([]suiteCase{c}, plain, "")
+	runWire(runs)
+	for _, r := range runs {
+		if r.diff != "" {
+			t.Errorf("%s: %s", r.name, r.diff)
+		}
+	}
 }

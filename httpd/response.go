@@ -522,6 +522,11 @@ func (w *response) SetReadDeadline(t time.Time) error {
 // queued at t.
 func (w *response) SetWriteDeadline(t time.Time) error {
 	w.deadline = t
+	if w.st != nil {
+		w.st.mu.Lock()
+		w.st.wdeadline = t
+		w.st.mu.Unlock()
+	}
 	return w.hc.c.SetWriteDeadline(t)
 }
 

@@ -72,6 +72,9 @@ type stream struct {
 	closing  bool     // the connection closes once the response is out
 	ended    bool     // gone is closed
 	closed   bool     // the handler closed r.Body
+	// wdeadline is the response's write deadline: a 100 Continue due
+	// after it is not sent, as net/http's write of it fails then.
+	wdeadline time.Time
 }
 
 // startStream serves the request whose head is the first n bytes of the
@@ -111,6 +114,7 @@ func (hc *hconn) startStream(n int) bool {
 	}
 	w := newResponse(hc, r, req)
 	w.st = st
+	st.wdeadline = w.deadline
 	if upgrade {
 		w.out = new([]byte) // a 101 is written by Switch; a hijacker writes itself
 	} else {
@@ -357,8 +361,11 @@ func (st *stream) read(p []byte, body bool) (int, error) {
 			return 0, io.ErrUnexpectedEOF
 		case st.cont:
 			st.cont = false
+			late := !st.wdeadline.IsZero() && !time.Now().Before(st.wdeadline)
 			st.mu.Unlock()
-			st.hc.c.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
+			if !late {
+				st.hc.c.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
+			}
 			st.mu.Lock()
 			continue
 		}
