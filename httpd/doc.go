@@ -18,17 +18,39 @@
 // Transfer-Encoding frames the body as there (chunked, or identity: ended
 // by closing), a 1xx carries no Content-Length or Transfer-Encoding, and
 // the first 512 bytes written are sniffed, for a HEAD too. Differences
-// left on purpose: the status line says HTTP/1.1 to an HTTP/1.0 client
-// (RFC 9112 section 2.3), a panic before any output gets a 500 where
-// net/http closes, httpd's own refusals carry a Date and a
-// Content-Length, r.Context()'s http.ServerContextKey holds the
-// *httpd.Server (there is no *http.Server), and a response goes out
-// while its request's body is still coming (always full duplex, as after
-// http.ResponseController.EnableFullDuplex), where net/http first reads
-// up to 256 KiB of the body its handler left, so that a chunked body left
-// unread beyond that closes the connection after a response that did not
-// say "Connection: close". parity_test.go compares the two servers'
-// bytes.
+// left on purpose:
+//
+//   - The status line says HTTP/1.1 to an HTTP/1.0 client (RFC 9112
+//     section 2.3).
+//   - A panic before any output gets a 500 where net/http closes; one
+//     after a single write of more than 2 KiB has sent all of it, where
+//     net/http sends only its first 2 KiB (its buffer): either way the
+//     chunked body ends without its last chunk.
+//   - httpd's own refusals carry a Date and a Content-Length.
+//   - r.Context()'s http.ServerContextKey holds the *httpd.Server (there
+//     is no *http.Server).
+//   - A response goes out while its request's body is still coming
+//     (always full duplex, as after
+//     http.ResponseController.EnableFullDuplex), where net/http first
+//     reads up to 256 KiB of the body its handler left: so a chunked body
+//     left unread beyond that closes the connection after a response that
+//     did not say "Connection: close", its size unknown when the head
+//     went out.
+//   - A Content-Length body of up to 64 KiB is awaited whole before its
+//     handler starts, so that the handler runs inline (see below): its
+//     first Read may return more than net/http's.
+//   - With "Expect: 100-continue" and the body sent with the head anyway,
+//     no 100 Continue is sent (RFC 9110 section 10.1.1 allows it), and the
+//     connection is kept whether the handler reads the body or not: it
+//     has arrived. net/http sends one at the first Read, and closes if
+//     there was none.
+//   - With "Expect: 100-continue", a body the handler did not read and
+//     the client withheld is not waited for: the connection closes after
+//     the response (which says "Connection: close", as net/http's).
+//   - An http.MaxBytesReader over its limit leaves the connection open:
+//     net/http closes it through an unexported interface.
+//
+// parity_test.go compares the two servers' bytes.
 //
 // # Where a handler runs
 //
