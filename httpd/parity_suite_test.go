@@ -35,10 +35,7 @@ import (
 // cases on one connection, and through net/http's client. Both servers
 // run one handler for all cases, so a pair of servers serves the suite.
 
-var (
-	suiteOnly  = flag.String("parity.case", "", "run only the parity suite's cases matching this regexp")
-	suiteKnown = flag.Bool("parity.known", false, "run the parity suite's cases of known differences too")
-)
+var suiteOnly = flag.String("parity.case", "", "run only the parity suite's cases matching this regexp")
 
 // suiteCase is a case of the suite.
 type suiteCase struct {
@@ -56,9 +53,6 @@ type suiteCase struct {
 	// it checks the behaviour each server documents and returns what is
 	// wrong, or "".
 	deviation func(std, ours wireResult) string
-	// known names a difference found and not yet fixed or documented:
-	// the case is skipped unless -parity.known is set.
-	known string
 }
 
 // serverPair is net/http's server and httpd's serving the same handler,
@@ -410,7 +404,7 @@ func selectCases(t testing.TB, cases []suiteCase) []suiteCase {
 		t.Fatal(err)
 	}
 	return slices.DeleteFunc(slices.Clone(cases), func(c suiteCase) bool {
-		return !re.MatchString(c.name) || c.known != "" && !*suiteKnown
+		return !re.MatchString(c.name)
 	})
 }
 
@@ -425,9 +419,6 @@ func TestParitySuite(t *testing.T) {
 			t.Fatalf("two cases named %q", c.name)
 		}
 		names[c.name] = true
-		if c.known != "" && !*suiteKnown {
-			t.Run(c.name, func(t *testing.T) { t.Skip("known difference: " + c.known) })
-		}
 	}
 	cases := selectCases(t, all)
 	plain, tlsPair := suiteServers(t, suiteHandler(t), nil)
