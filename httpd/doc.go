@@ -50,7 +50,8 @@
 //   - An http.MaxBytesReader over its limit leaves the connection open:
 //     net/http closes it through an unexported interface.
 //
-// parity_test.go compares the two servers' bytes.
+// The package's differential tests (parity_*_test.go) serve the same
+// handlers with both servers and compare the bytes each sends.
 //
 // # Where a handler runs
 //
