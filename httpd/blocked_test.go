@@ -152,8 +152,10 @@ func testReleaseWhileHandlersBlock(t *testing.T, topo poller.Topology) {
 	})
 	// OnClose (and with it StateClosed) runs just before the poller
 	// closes the descriptor: give the last ones a moment.
-	socks := baseline - 1
-	for deadline := time.Now().Add(time.Second); socks != baseline && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	// The baseline may still count sockets of the setup's requests that
+	// were closing (seen on a loaded machine): fewer is no leak.
+	socks := baseline + 1
+	for deadline := time.Now().Add(time.Second); socks > baseline && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		socks = sockets(t, port)
 	}
 	if blockedDone.Load() != 0 || time.Since(start) >= blockedFor {
@@ -166,8 +168,8 @@ func testReleaseWhileHandlersBlock(t *testing.T, topo poller.Topology) {
 	if worst := lateness[n-1]; worst > 100*time.Millisecond {
 		t.Errorf("slowest server-side close %v after the client's, want within 100ms", worst)
 	}
-	if socks != baseline {
-		t.Errorf("%d sockets open after the light connections closed, want %d as before them", socks, baseline)
+	if socks > baseline {
+		t.Errorf("%d sockets open after the light connections closed, want at most %d as before them", socks, baseline)
 	}
 }
 
