@@ -10,12 +10,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gracepoll/gracepoll/httpd"
+	"github.com/gracepoll/gracepoll/internal/testkit"
 	"github.com/gracepoll/gracepoll/ws"
 )
 
@@ -144,30 +144,6 @@ func TestUpgradeHiddenWriter(t *testing.T) {
 	}
 }
 
-// nodeModules returns the node_modules directory that holds the npm ws
-// package, skipping the test if node or ws is missing: the test installs
-// nothing (.ci/run does, into a cache outside the repository).
-func nodeModules(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed: apt-get install nodejs")
-	}
-	dirs := []string{os.Getenv("GRACEPOLL_NODE_MODULES")}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".cache", "gracepoll-node", "node_modules"))
-	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "ws", "package.json")); err == nil {
-			return d
-		}
-	}
-	t.Skip(`the npm ws package is not installed: npm install --prefix "$HOME/.cache/gracepoll-node" ws, or set GRACEPOLL_NODE_MODULES to a node_modules directory holding it`)
-	return ""
-}
-
 // nodeClient connects node's npm ws client to the URL in argv and prints
 // the error it reports, or "opened".
 const nodeClient = `
@@ -181,7 +157,7 @@ c.on('error', (e) => { console.log(e.message); process.exit(0); });
 // developers test with, reports the 500 of an Upgrader mounted on
 // net/http's server.
 func TestUpgradeOnNetHTTPNode(t *testing.T) {
-	modules := nodeModules(t)
+	modules := testkit.NodeModules(t)
 	url, _, logged := startNetHTTP(t)
 	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
 	defer cancel()

@@ -8,37 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// nodeModules returns the node_modules directory that holds the npm ws
-// package, skipping the test if node or ws is missing: the test installs
-// nothing (.ci/run does, into a cache outside the repository).
-func nodeModules(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed: apt-get install nodejs")
-	}
-	dirs := []string{os.Getenv("GRACEPOLL_NODE_MODULES")}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".cache", "gracepoll-node", "node_modules"))
-	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "ws", "package.json")); err == nil {
-			return d
-		}
-	}
-	t.Skip(`the npm ws package is not installed: npm install --prefix "$HOME/.cache/gracepoll-node" ws, or set GRACEPOLL_NODE_MODULES to a node_modules directory holding it`)
-	return ""
-}
+	"github.com/gracepoll/gracepoll/internal/testkit"
+)
 
 // TestNode runs testdata/client.js, a client on the npm ws package, with
 // and without permessage-deflate: each of its connections receives its
 // own message and a Go client's, and the Go client receives node's.
 func TestNode(t *testing.T) {
-	modules := nodeModules(t)
+	modules := testkit.NodeModules(t)
 	ch := startChat(t)
 	gopher := ch.dial(t, "gopher", true, true)
 

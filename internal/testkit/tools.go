@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -17,6 +19,30 @@ func Chromium(t testing.TB) string {
 		}
 	}
 	t.Skip("chromium not installed: apt-get install chromium (or chromium-browser, google-chrome)")
+	return ""
+}
+
+// NodeModules returns the node_modules directory that holds the npm ws
+// package, skipping the test if node or ws is missing: tests install
+// nothing (.ci/run does, into a cache outside the repository).
+func NodeModules(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed: apt-get install nodejs")
+	}
+	dirs := []string{os.Getenv("GRACEPOLL_NODE_MODULES")}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".cache", "gracepoll-node", "node_modules"))
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "ws", "package.json")); err == nil {
+			return d
+		}
+	}
+	t.Skip(`the npm ws package is not installed: npm install --prefix "$HOME/.cache/gracepoll-node" ws, or set GRACEPOLL_NODE_MODULES to a node_modules directory holding it`)
 	return ""
 }
 
