@@ -1,7 +1,6 @@
 package ws_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gracepoll/gracepoll/httpd"
@@ -22,29 +20,10 @@ import (
 // netHTTPMessage is the body of Upgrade's answer on net/http.
 const netHTTPMessage = "ws: Upgrade needs an httpd.Server; this is net/http's\n"
 
-// syncBuffer is a bytes.Buffer that a server's ErrorLog may write while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // startNetHTTP serves, on net/http's server, Upgrade called by a handler
 // at /call (its error sent on errs) and an Upgrader mounted at /mounted;
 // the server's ErrorLog writes to logged.
-func startNetHTTP(t *testing.T) (url string, errs <-chan error, logged *syncBuffer) {
+func startNetHTTP(t *testing.T) (url string, errs <-chan error, logged *testkit.SyncBuffer) {
 	t.Helper()
 	u := &ws.Upgrader{Handler: ws.BaseHandler{}}
 	ch := make(chan error, 1)
@@ -58,7 +37,7 @@ func startNetHTTP(t *testing.T) (url string, errs <-chan error, logged *syncBuff
 	})
 	mux.Handle("/mounted", u)
 	srv := httptest.NewUnstartedServer(mux)
-	logged = new(syncBuffer)
+	logged = new(testkit.SyncBuffer)
 	srv.Config.ErrorLog = log.New(logged, "", 0)
 	srv.Start()
 	t.Cleanup(srv.Close)
