@@ -1,5 +1,6 @@
 // Package h2frame reads and writes HTTP/2 frames (RFC 9113 sections 4 and
-// 6) over byte slices, without I/O and without allocating.
+// 6) over byte slices, without I/O and, for valid frames, without
+// allocating.
 //
 // [Parse] reads one frame from the start of a buffer. It returns
 // [ErrIncomplete] when the buffer does not yet hold the whole frame: the
@@ -41,6 +42,7 @@
 //     with the connection after the frame: Parse returns the frame's size
 //     in n and its header in f, so the caller can skip it.
 //
-// Each error is one of this package's sentinels, or wraps one: compare
-// with errors.Is.
+// Each connection error is one of this package's sentinels, and each
+// stream error a copy of one naming the stream: compare with errors.Is.
+// Only a stream error allocates; parsing a valid frame never does.
 package h2frame

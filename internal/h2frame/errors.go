@@ -85,9 +85,9 @@ func (e *Error) Code() ErrCode { return e.code }
 // connection error (section 5.4): stream 0 is never a stream.
 func (e *Error) StreamID() uint32 { return e.stream }
 
-// Is reports whether target is e, or the sentinel a stream error copies.
+// Is reports whether target is the sentinel a stream error copies.
 func (e *Error) Is(target error) bool {
-	return target == error(e) || (e.sentinel != nil && target == error(e.sentinel))
+	return e.sentinel != nil && target == error(e.sentinel)
 }
 
 // streamError returns sentinel as a stream error on stream. It allocates,
