@@ -19,6 +19,9 @@ type Decoder struct {
 	buf        []byte // decoded strings of the current literal
 }
 
+// maxKeptBuf bounds the string buffer a Decoder keeps between literals.
+const maxKeptBuf = 16 << 10
+
 // NewDecoder returns a Decoder whose dynamic table has, and may grow to,
 // maxDynamicTableSize bytes (RFC 7541 4.1 sizes), which for HTTP/2 is
 // [DefaultDynamicTableSize] until a SETTINGS_HEADER_TABLE_SIZE of ours
@@ -179,7 +182,13 @@ func (d *Decoder) literal(p []byte, n uint, listSize *uint64) (Field, []byte, er
 	if err != nil {
 		return Field{}, p, d.stringErr(err)
 	}
-	d.buf = buf
+	// Keep the buffer for the next literal unless one unusually long
+	// literal grew it: a connection should not hold that much idle.
+	if cap(buf) <= maxKeptBuf {
+		d.buf = buf
+	} else {
+		d.buf = nil
+	}
 	*listSize += uint64(len(f.Name)) + uint64(len(buf)) + entryOverhead
 	if *listSize > uint64(d.maxList) {
 		return Field{}, p, ErrListTooLarge

@@ -62,6 +62,11 @@ func TestEncoderChoices(t *testing.T) {
 	e := NewEncoder()
 	d := NewDecoder(4096, 0)
 
+	// A static entry without a value matches an empty value.
+	if got := e.AppendField(nil, Field{Name: ":authority"}); !bytes.Equal(got, []byte{0x81}) {
+		t.Fatalf(":authority with no value: %x", got)
+	}
+
 	// A field larger than the table goes without indexing.
 	big := Field{Name: "x-big", Value: strings.Repeat("v", 5000)}
 	block := e.AppendField(nil, big)

@@ -81,9 +81,8 @@ func init() {
 		if _, ok := staticByName[f.Name]; !ok {
 			staticByName[f.Name] = idx
 		}
-		if f.Value != "" {
-			staticByField[[2]string{f.Name, f.Value}] = idx
-		}
+		// Entries without a value match fields with an empty one.
+		staticByField[[2]string{f.Name, f.Value}] = idx
 	}
 }
 
