@@ -63,10 +63,11 @@ func (e *Encoder) AppendField(dst []byte, f Field) []byte {
 		e.pending = false
 	}
 
-	nameIdx, inStatic := staticByName[f.Name]
+	nameIdx, exact := staticSearch(f)
+	inStatic := nameIdx != 0
 	if !f.Sensitive {
-		if idx, ok := staticByField[[2]string{f.Name, f.Value}]; ok {
-			return appendInt(dst, 0x80, 7, idx)
+		if exact {
+			return appendInt(dst, 0x80, 7, nameIdx)
 		}
 		if idx, exact := e.table.search(f); exact {
 			return appendInt(dst, 0x80, 7, staticLen+uint64(idx))

@@ -20,6 +20,12 @@ var (
 	// huffmanSyms, which lists symbols ordered by code.
 	huffmanStart [huffmanMaxLen + 1]uint16
 	huffmanSyms  [257]uint16
+
+	// huffmanFast maps the next 8 bits to the symbol whose code of at
+	// most 8 bits they begin with, and its length, or length 0. Such
+	// codes cover the characters most header text uses, so most
+	// symbols decode with one lookup.
+	huffmanFast [256]struct{ sym, len uint8 }
 )
 
 func init() {
@@ -40,6 +46,16 @@ func init() {
 			pos++
 		}
 		huffmanFirst[l] = first
+	}
+	for sym, l := range huffmanLens[:256] {
+		if l > 8 {
+			continue
+		}
+		base := huffmanCodes[sym] << (8 - l)
+		for s := uint32(0); s < 1<<(8-l); s++ {
+			huffmanFast[base|s].sym = uint8(sym)
+			huffmanFast[base|s].len = l
+		}
 	}
 }
 
@@ -88,8 +104,17 @@ func huffmanDecode(dst []byte, p []byte) ([]byte, error) {
 		if nbits == 0 {
 			return dst, nil
 		}
-		sym := -1
 		l := uint(huffmanMinLen)
+		if nbits >= 8 {
+			if e := huffmanFast[uint8(acc>>(nbits-8))]; e.len != 0 {
+				dst = append(dst, e.sym)
+				nbits -= uint(e.len)
+				acc &= 1<<nbits - 1
+				continue
+			}
+			l = 9 // no code of 8 bits or fewer matches
+		}
+		sym := -1
 		for ; l <= huffmanMaxLen && l <= nbits; l++ {
 			code := uint32(acc>>(nbits-l)) & (1<<l - 1)
 			if code-huffmanFirst[l] < huffmanCount[l] {

@@ -68,22 +68,33 @@ var staticTable = [...]Field{
 
 const staticLen = uint64(len(staticTable))
 
-// staticByName and staticByField give, for the encoder, the lowest
-// static index of a name and of a name-value pair.
-var (
-	staticByName  = map[string]uint64{}
-	staticByField = map[[2]string]uint64{}
-)
+// staticByName gives, for the encoder, the lowest static index of each
+// name. Entries sharing a name are adjacent (Appendix A), so the
+// encoder finds a name-value pair by scanning on from there, without
+// hashing the value.
+var staticByName = map[string]uint64{}
 
 func init() {
 	for i, f := range staticTable {
-		idx := uint64(i + 1)
 		if _, ok := staticByName[f.Name]; !ok {
-			staticByName[f.Name] = idx
+			staticByName[f.Name] = uint64(i + 1)
 		}
-		// Entries without a value match fields with an empty one.
-		staticByField[[2]string{f.Name, f.Value}] = idx
 	}
+}
+
+// staticSearch returns the static index of the entry equal to f's name
+// and value, or of the first with its name, or 0.
+func staticSearch(f Field) (idx uint64, exact bool) {
+	first, ok := staticByName[f.Name]
+	if !ok {
+		return 0, false
+	}
+	for i := first; i <= staticLen && staticTable[i-1].Name == f.Name; i++ {
+		if staticTable[i-1].Value == f.Value {
+			return i, true
+		}
+	}
+	return first, false
 }
 
 // dynamicTable is the dynamic table of RFC 7541 2.3.2: a FIFO of fields
