@@ -17,6 +17,9 @@ type Decoder struct {
 	needUpdate bool
 	maxList    uint32
 	buf        []byte // decoded strings of the current literal
+	// broken is the decoding error that made the table unusable,
+	// returned again by every later Decode.
+	broken error
 }
 
 // maxKeptBuf bounds the string buffer a Decoder keeps between literals.
@@ -63,27 +66,51 @@ func (d *Decoder) SetMaxHeaderListSize(n uint32) {
 // or PUSH_PROMISE frame and its CONTINUATION frames, joined) and calls
 // emit with each field in order. Fields of indexed representations are
 // passed without allocation; each literal costs one allocation, holding
-// its name and value. An error from emit stops decoding and is returned
-// as is; any other error matches one of the package's sentinels and is
-// a connection error (COMPRESSION_ERROR).
+// its name and value.
+//
+// When emit returns an error, or the fields exceed the header list size
+// limit, Decode stops emitting but decodes the rest of the block, so the
+// dynamic table stays in step with the peer's encoder, and then returns
+// emit's error or one matching [ErrListTooLarge]. Those two leave the
+// Decoder usable: the caller may refuse just the stream (for an
+// oversized list, RFC 9113 10.5.1 suggests a 431 response). Any other
+// error matches one of the package's sentinels and is a connection
+// error (COMPRESSION_ERROR): it is returned at once, and again by every
+// later call, as the table is no longer in step.
 func (d *Decoder) Decode(block []byte, emit func(f Field) error) error {
+	if d.broken != nil {
+		return d.broken
+	}
+	stop, err := d.decode(block, emit)
+	if err != nil {
+		d.broken = err
+		return err
+	}
+	return stop
+}
+
+// decode is Decode, returning separately the error that stopped the
+// emitting and a decoding error.
+func (d *Decoder) decode(block []byte, emit func(f Field) error) (stop, err error) {
 	p := block
 	var listSize uint64
 	atStart := true
+	// stop, once set, ends the emitting but not the decoding: the rest
+	// of the block must still update the dynamic table.
 	for len(p) > 0 {
 		b := p[0]
 		if b&0xe0 == 0x20 {
 			// Dynamic table size update (RFC 7541 6.3), allowed only
 			// before the first field (4.2).
 			if !atStart {
-				return fmt.Errorf("%w: size update after a field", ErrTableSize)
+				return nil, fmt.Errorf("%w: size update after a field", ErrTableSize)
 			}
 			n, rest, err := readInt(p, 5)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if n > uint64(d.allowed) {
-				return fmt.Errorf("%w: size %d above the allowed %d", ErrTableSize, n, d.allowed)
+				return nil, fmt.Errorf("%w: size %d above the allowed %d", ErrTableSize, n, d.allowed)
 			}
 			d.table.setMaxSize(uint32(n))
 			d.needUpdate = false
@@ -91,50 +118,57 @@ func (d *Decoder) Decode(block []byte, emit func(f Field) error) error {
 			continue
 		}
 		if atStart && d.needUpdate {
-			return fmt.Errorf("%w: block does not start with the size update a lowered limit requires", ErrTableSize)
+			return nil, fmt.Errorf("%w: block does not start with the size update a lowered limit requires", ErrTableSize)
 		}
 		atStart = false
 
-		var f Field
-		var err error
 		switch {
 		case b&0x80 != 0: // indexed field (6.1)
-			var idx uint64
-			idx, p, err = readInt(p, 7)
+			idx, rest, err := readInt(p, 7)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			f, err = d.at(idx)
+			p = rest
+			f, err := d.at(idx)
 			if err != nil {
-				return err
+				return nil, err
+			}
+			if stop != nil {
+				// Nothing to do: an indexed field changes no table, and
+				// so a bomb of references costs nothing once stopped.
+				continue
 			}
 			listSize += uint64(f.Size())
 			if listSize > uint64(d.maxList) {
-				return ErrListTooLarge
+				stop = d.tooLarge()
+				continue
 			}
-		case b&0xc0 == 0x40: // literal with incremental indexing (6.2.1)
-			f, p, err = d.literal(p, 6, &listSize)
-			if err != nil {
-				return err
-			}
-			d.table.add(f)
+			stop = emit(f)
 		default:
-			// Literal without indexing (6.2.2, 0000) or never indexed
-			// (6.2.3, 0001): both have a 4-bit name index.
-			f, p, err = d.literal(p, 4, &listSize)
-			if err != nil {
-				return err
+			// Literal with incremental indexing (6.2.1, 01, 6-bit name
+			// index), without indexing (6.2.2, 0000) or never indexed
+			// (6.2.3, 0001; both 4-bit).
+			indexing := b&0xc0 == 0x40
+			n := uint(4)
+			if indexing {
+				n = 6
 			}
-			f.Sensitive = b&0x10 != 0
-		}
-		if err := emit(f); err != nil {
-			return err
+			rest, err := d.literal(p, n, indexing, b&0xf0 == 0x10, &listSize, &stop, emit)
+			if err != nil {
+				return nil, err
+			}
+			p = rest
 		}
 	}
 	if atStart && d.needUpdate {
-		return fmt.Errorf("%w: block does not start with the size update a lowered limit requires", ErrTableSize)
+		return nil, fmt.Errorf("%w: block does not start with the size update a lowered limit requires", ErrTableSize)
 	}
-	return nil
+	return stop, nil
+}
+
+// tooLarge returns the error of a header list beyond the limit.
+func (d *Decoder) tooLarge() error {
+	return fmt.Errorf("%w: limit %d", ErrListTooLarge, d.maxList)
 }
 
 // at returns the field of index idx across the static and dynamic
@@ -153,34 +187,35 @@ func (d *Decoder) at(idx uint64) (Field, error) {
 }
 
 // literal decodes a literal field representation whose name index has
-// an n-bit prefix, adding its size to *listSize and failing before it
-// allocates the strings if that exceeds the limit.
-func (d *Decoder) literal(p []byte, n uint, listSize *uint64) (Field, []byte, error) {
+// an n-bit prefix. Unless decoding has stopped (*stop != nil) it counts
+// the field in *listSize and emits it, or stops with ErrListTooLarge if
+// it does not fit. It inserts the field into the dynamic table when
+// indexing, stopped or not, so the table stays in step with the
+// encoder's. Strings are allocated only for a field emitted or
+// inserted, so after a stop only the table's size bounds allocation.
+func (d *Decoder) literal(p []byte, n uint, indexing, sensitive bool, listSize *uint64, stop *error, emit func(Field) error) ([]byte, error) {
 	idx, p, err := readInt(p, n)
 	if err != nil {
-		return Field{}, p, err
+		return p, err
 	}
-	budget := uint64(d.maxList) - min(*listSize+entryOverhead, uint64(d.maxList))
 	var f Field
 	buf := d.buf[:0]
 	if idx != 0 {
 		nf, err := d.at(idx)
 		if err != nil {
-			return Field{}, p, err
+			return p, err
 		}
 		f.Name = nf.Name
-		budget -= min(uint64(len(f.Name)), budget)
 	} else {
-		buf, p, err = readString(p, buf, budget)
+		buf, p, err = readString(p, buf)
 		if err != nil {
-			return Field{}, p, d.stringErr(err)
+			return p, err
 		}
-		budget -= uint64(len(buf))
 	}
 	nameLen := len(buf)
-	buf, p, err = readString(p, buf, budget)
+	buf, p, err = readString(p, buf)
 	if err != nil {
-		return Field{}, p, d.stringErr(err)
+		return p, err
 	}
 	// Keep the buffer for the next literal unless one unusually long
 	// literal grew it: a connection should not hold that much idle.
@@ -189,24 +224,37 @@ func (d *Decoder) literal(p []byte, n uint, listSize *uint64) (Field, []byte, er
 	} else {
 		d.buf = nil
 	}
-	*listSize += uint64(len(f.Name)) + uint64(len(buf)) + entryOverhead
-	if *listSize > uint64(d.maxList) {
-		return Field{}, p, ErrListTooLarge
-	}
-	// One allocation holds the name (when literal) and the value.
-	s := string(buf)
-	if idx == 0 {
-		f.Name = s[:nameLen]
-	}
-	f.Value = s[nameLen:]
-	return f, p, nil
-}
 
-// stringErr reports a string refused for its length as the list limit
-// it would break.
-func (d *Decoder) stringErr(err error) error {
-	if err == errStringLength {
-		return fmt.Errorf("%w: a string exceeds the limit of %d", ErrListTooLarge, d.maxList)
+	size := uint64(len(f.Name)) + uint64(len(buf)) + entryOverhead
+	emitting := *stop == nil
+	if emitting {
+		*listSize += size
+		if *listSize > uint64(d.maxList) {
+			*stop = d.tooLarge()
+			emitting = false
+		}
 	}
-	return err
+	storing := indexing && size <= uint64(d.table.maxSize)
+	if emitting || storing {
+		// One allocation holds the name (when literal) and the value.
+		s := string(buf)
+		if idx == 0 {
+			f.Name = s[:nameLen]
+		}
+		f.Value = s[nameLen:]
+	}
+	if indexing {
+		if storing {
+			d.table.add(f)
+		} else {
+			// Larger than the table: inserting it empties the table
+			// (RFC 7541 4.4), for which its size is enough.
+			d.table.evict(d.table.maxSize + 1)
+		}
+	}
+	if emitting {
+		f.Sensitive = sensitive
+		*stop = emit(f)
+	}
+	return p, nil
 }

@@ -42,6 +42,10 @@ func TestDecodeHostile(t *testing.T) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: err %v, want %v", c.name, err, c.want)
 		}
+		// The table is out of step: every later block fails too.
+		if _, err := decodeAll(d, dehex(t, "82")); !errors.Is(err, c.want) {
+			t.Errorf("%s: next block: err %v, want %v", c.name, err, c.want)
+		}
 	}
 }
 
@@ -143,6 +147,12 @@ func TestDecodeBomb(t *testing.T) {
 	if decoded > limit {
 		t.Fatalf("emitted %d bytes before failing, limit %d", decoded, limit)
 	}
+	// The whole block was decoded: the Decoder is still in step.
+	d := NewDecoder(4096, limit)
+	_ = d.Decode(block, func(Field) error { return nil })
+	if got, err := decodeAll(d, []byte{0xbe}); err != nil || len(got) != 1 || got[0].Name != "bomb" {
+		t.Fatalf("after the bomb: %v", err)
+	}
 
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -197,5 +207,43 @@ func TestDynamicTableEviction(t *testing.T) {
 	}
 	if cap(tb.entries) > 4*4096/32 {
 		t.Fatalf("backing slice grew to %d", cap(tb.entries))
+	}
+}
+
+// TestDecodeStopKeepsTable checks that after the list limit or an emit
+// error the rest of the block still updates the dynamic table, so the
+// next block, which refers to it, decodes.
+func TestDecodeStopKeepsTable(t *testing.T) {
+	ab := Field{Name: "a", Value: "b"}
+	// :method GET (42) + :path / (38) = 80, then a: b inserted.
+	d := NewDecoder(4096, 80)
+	var got []Field
+	err := d.Decode(dehex(t, "82 84 86 40 01 61 01 62"), func(f Field) error {
+		got = append(got, f)
+		return nil
+	})
+	if !errors.Is(err, ErrListTooLarge) || len(got) != 2 {
+		t.Fatalf("err %v after %d fields", err, len(got))
+	}
+	roundTrip(t, d, dehex(t, "be"), []Field{ab})
+
+	stop := errors.New("stop")
+	d = NewDecoder(4096, 0)
+	err = d.Decode(dehex(t, "82 40 01 61 01 62"), func(Field) error { return stop })
+	if err != stop {
+		t.Fatalf("err %v", err)
+	}
+	roundTrip(t, d, dehex(t, "be"), []Field{ab})
+
+	// A literal larger than the table, past the limit, still empties the
+	// table (RFC 7541 4.4).
+	d = NewDecoder(64, 40)
+	roundTrip(t, d, dehex(t, "40 01 61 01 62"), []Field{ab})
+	big := append(dehex(t, "82 40 01 61 20"), strings.Repeat("v", 32)...)
+	if _, err := decodeAll(d, big); !errors.Is(err, ErrListTooLarge) {
+		t.Fatalf("err %v", err)
+	}
+	if d.table.len() != 0 {
+		t.Fatalf("%d entries left", d.table.len())
 	}
 }

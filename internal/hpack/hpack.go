@@ -16,14 +16,20 @@
 //     COMPRESSION_ERROR (RFC 9113 4.3): the caller must close the
 //     connection, not just reset the stream.
 //   - The Decoder enforces a limit on the decoded header list size (RFC
-//     9113 6.5.2, SETTINGS_MAX_HEADER_LIST_SIZE) as it goes and fails with
-//     [ErrListTooLarge] before allocating beyond it, so a small block that
-//     references a large table entry many times cannot make it allocate
-//     the expanded size.
+//     9113 6.5.2, SETTINGS_MAX_HEADER_LIST_SIZE) as it goes: past it, it
+//     emits no more fields and allocates only for entries it must insert
+//     into the dynamic table, so a small block that references a large
+//     table entry many times costs neither the expanded size in memory
+//     nor the connection; Decode then reports [ErrListTooLarge].
 //   - The dynamic tables never exceed the size the peer was allowed (RFC
 //     7541 4.2, 4.4).
 //   - The strings of decoded fields are ordinary immutable strings the
 //     caller may keep.
+//
+// It does not check that names and values are valid HTTP/2 fields
+// (lowercase names, no CR, LF or NUL: RFC 9113 8.2.1); that is the
+// HTTP/2 layer's job, which must treat a violation as a malformed
+// request rather than a compression error.
 package hpack
 
 import "errors"
@@ -62,7 +68,7 @@ const DefaultDynamicTableSize = 4096
 const DefaultMaxHeaderListSize = 1 << 20
 
 // Errors a Decoder returns, each wrapped with detail; test with
-// errors.Is. Every one of them is a COMPRESSION_ERROR for HTTP/2.
+// errors.Is. All but ErrListTooLarge are a COMPRESSION_ERROR for HTTP/2.
 var (
 	// ErrIndex reports an indexed representation whose index is 0 or
 	// beyond the static and dynamic tables (RFC 7541 2.3.3).
@@ -83,14 +89,12 @@ var (
 	ErrTableSize = errors.New("hpack: invalid dynamic table size update")
 
 	// ErrListTooLarge reports a header block whose fields add up to
-	// more than the decoder's header list size limit.
+	// more than the decoder's header list size limit. Unlike the other
+	// errors it is not a compression error: the block was decoded to
+	// its end, the dynamic table is in step and the Decoder usable.
 	ErrListTooLarge = errors.New("hpack: header list too large")
 
 	// ErrTruncated reports a header block that ends inside a
 	// representation: an integer, a string length or a string.
 	ErrTruncated = errors.New("hpack: truncated header block")
 )
-
-// errStringLength reports a string longer than the caller allows; the
-// Decoder turns it into ErrListTooLarge.
-var errStringLength = errors.New("hpack: string too long")

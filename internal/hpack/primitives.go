@@ -74,10 +74,10 @@ func appendString(dst []byte, s string, huffman bool) []byte {
 
 // readString decodes a string literal (RFC 7541 5.2) from the start of
 // p, appends it to dst and returns dst and the bytes after the literal.
-// A string whose decoded length would exceed max fails with
-// errStringLength, raw ones before any copying, so the caller's limit
-// bounds the memory spent.
-func readString(p []byte, dst []byte, max uint64) (_, rest []byte, err error) {
+// Huffman decoding grows dst by at most 8/5 of the coded length (the
+// shortest code has 5 bits), so the block's length bounds the memory
+// spent.
+func readString(p []byte, dst []byte) (_, rest []byte, err error) {
 	if len(p) == 0 {
 		return dst, p, ErrTruncated
 	}
@@ -90,20 +90,11 @@ func readString(p []byte, dst []byte, max uint64) (_, rest []byte, err error) {
 		return dst, p, fmt.Errorf("%w: string of %d bytes with %d left", ErrTruncated, n, len(p))
 	}
 	if !huff {
-		if n > max {
-			return dst, p, errStringLength
-		}
 		return append(dst, p[:n]...), p[n:], nil
 	}
-	// Huffman decoding grows dst by at most 8n/5 bytes (the shortest
-	// code has 5 bits), itself bounded by the block's length.
-	start := len(dst)
 	dst, err = huffmanDecode(dst, p[:n])
 	if err != nil {
 		return dst, p, err
-	}
-	if uint64(len(dst)-start) > max {
-		return dst, p, errStringLength
 	}
 	return dst, p[n:], nil
 }
