@@ -6,7 +6,8 @@ import "fmt"
 // (RFC 7541 3), keeping the dynamic table they build. It is not safe for
 // concurrent use. A decoding error breaks the table's synchronisation
 // with the peer's encoder: the connection must end with a
-// COMPRESSION_ERROR (RFC 9113 4.3) and the Decoder be discarded.
+// COMPRESSION_ERROR (RFC 9113 4.3). [ErrListTooLarge] and the errors of
+// the caller's emit function do not (see [Decoder.Decode]).
 type Decoder struct {
 	table dynamicTable
 	// allowed is the largest dynamic table size the peer's encoder may
@@ -28,7 +29,7 @@ const maxKeptBuf = 16 << 10
 // NewDecoder returns a Decoder whose dynamic table has, and may grow to,
 // maxDynamicTableSize bytes (RFC 7541 4.1 sizes), which for HTTP/2 is
 // [DefaultDynamicTableSize] until a SETTINGS_HEADER_TABLE_SIZE of ours
-// is acknowledged. Decode fails with [ErrListTooLarge] when a block's
+// is acknowledged. Decode reports [ErrListTooLarge] when a block's
 // fields add up to more than maxHeaderListSize; zero means
 // [DefaultMaxHeaderListSize].
 func NewDecoder(maxDynamicTableSize, maxHeaderListSize uint32) *Decoder {
@@ -90,13 +91,13 @@ func (d *Decoder) Decode(block []byte, emit func(f Field) error) error {
 }
 
 // decode is Decode, returning separately the error that stopped the
-// emitting and a decoding error.
+// emitting and a decoding error. Once stop is set no more fields are
+// emitted, but decoding goes on: the rest of the block must still
+// update the dynamic table.
 func (d *Decoder) decode(block []byte, emit func(f Field) error) (stop, err error) {
 	p := block
 	var listSize uint64
 	atStart := true
-	// stop, once set, ends the emitting but not the decoding: the rest
-	// of the block must still update the dynamic table.
 	for len(p) > 0 {
 		b := p[0]
 		if b&0xe0 == 0x20 {
