@@ -257,8 +257,7 @@ func fieldsFromBytes(data []byte) []hpackBlock {
 			// An empty block cannot carry a pending size update (both
 			// encoders emit it with the first field), and a decoder
 			// whose limit was lowered rightly rejects it (RFC 7541
-			// 4.2); HTTP/2 never sends one. Keep the size change for
-			// the next block instead.
+			// 4.2). Keep the size change for the next block instead.
 			if len(cur.fields) > 0 {
 				seq = append(seq, cur)
 				cur = hpackBlock{}
