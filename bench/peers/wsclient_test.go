@@ -511,21 +511,32 @@ func (l *wsbLoop) echo(d time.Duration, size int) (wsbEchoResult, error) {
 		c.sentAt = at
 		return l.send(ci)
 	}
+	// After the last send, the echoes still due get ioTimeout from the
+	// last one that came. A poll that returns nothing is not that time
+	// passing: epollWaitFor returns 0 on EINTR too.
+	var quietSince time.Time
 	for outstanding > 0 {
 		wait := ioTimeout
 		if !stopping {
 			if left := d - time.Since(start); left <= 0 {
-				stopping = true
+				stopping, quietSince = true, time.Now()
 			} else {
 				wait = left
 			}
 		}
-		n, err := l.poll(wait, onMsg)
+		if stopping {
+			wait = ioTimeout - time.Since(quietSince)
+			if wait <= 0 {
+				return r, fmt.Errorf("%d echoes missing %v after the last send", outstanding, ioTimeout)
+			}
+		}
+		before := r.msgs
+		_, err := l.poll(wait, onMsg)
 		if err != nil {
 			return r, err
 		}
-		if n == 0 && stopping {
-			return r, fmt.Errorf("%d echoes missing %v after the last send", outstanding, ioTimeout)
+		if stopping && r.msgs > before {
+			quietSince = time.Now()
 		}
 	}
 	slices.Sort(r.lat)
@@ -574,13 +585,19 @@ func (l *wsbLoop) broadcast(ctl net.Conn, addr string, seq uint64) (wsbBroadcast
 	if _, err := ctl.Write(route.Request(addr)); err != nil {
 		return r, err
 	}
+	// ioTimeout from the last copy that came; an empty poll may be EINTR.
+	quietSince := time.Now()
 	for got < len(l.conns) {
-		n, err := l.poll(ioTimeout, onMsg)
-		if err != nil {
+		wait := ioTimeout - time.Since(quietSince)
+		if wait <= 0 {
+			return r, fmt.Errorf("broadcast %d: %d of %d connections without it after %v", seq, len(l.conns)-got, len(l.conns), ioTimeout)
+		}
+		before := got
+		if _, err := l.poll(wait, onMsg); err != nil {
 			return r, err
 		}
-		if n == 0 {
-			return r, fmt.Errorf("broadcast %d: %d of %d connections without it after %v", seq, len(l.conns)-got, len(l.conns), ioTimeout)
+		if got > before {
+			quietSince = time.Now()
 		}
 	}
 	buf := make([]byte, 0, 512)
