@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"syscall"
@@ -316,12 +314,7 @@ func TestParityWriteTimeoutPaths(t *testing.T) {
 		}
 		io.WriteString(w, "late")
 	})
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.WriteTimeout = wt
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
+	std, ours := serveBothWith(t, &httpd.Server{Handler: h, WriteTimeout: wt}, func(s *http.Server) { s.WriteTimeout = wt })
 	get := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n" }
 	streamed := func(path string) []string {
 		return []string{"POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "0\r\n\r\n"}
@@ -366,12 +359,7 @@ func TestParityWriteTimeoutQueued(t *testing.T) {
 		}
 		writeErr <- nil
 	})
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.WriteTimeout = wt
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
+	std, ours := serveBothWith(t, &httpd.Server{Handler: h, WriteTimeout: wt}, func(s *http.Server) { s.WriteTimeout = wt })
 	for _, addr := range []string{std, ours} {
 		c := rawConn(t, addr)
 		io.WriteString(c, getReq)
@@ -405,12 +393,7 @@ func TestParityWriteTimeoutHijacked(t *testing.T) {
 		time.Sleep(2 * wt)
 		c.Write(bytes.Repeat([]byte("h"), size))
 	})
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.WriteTimeout = wt
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	std, ours := ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h, WriteTimeout: wt})
+	std, ours := serveBothWith(t, &httpd.Server{Handler: h, WriteTimeout: wt}, func(s *http.Server) { s.WriteTimeout = wt })
 	for _, addr := range []string{std, ours} {
 		c := rawConn(t, addr)
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
@@ -40,12 +39,9 @@ func TestParityGeneralOptions(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "%s %s", r.Method, r.RequestURI)
 		})
-		ts := httptest.NewUnstartedServer(h)
-		ts.Config.DisableGeneralOptionsHandler = true
-		ts.Start()
-		defer ts.Close()
-		ours := serve(t, &httpd.Server{Handler: h, DisableGeneralOptionsHandler: true})
-		std, got := exchange(t, ts.Listener.Addr().String(), star), exchange(t, ours, star)
+		stdAddr, ours := serveBothWith(t, &httpd.Server{Handler: h, DisableGeneralOptionsHandler: true},
+			func(s *http.Server) { s.DisableGeneralOptionsHandler = true })
+		std, got := exchange(t, stdAddr, star), exchange(t, ours, star)
 		if !reflect.DeepEqual(std, got) {
 			t.Errorf("responses differ\nnet/http:\n%v\nhttpd:\n%v", std, got)
 		}

@@ -313,11 +313,22 @@ func readWireResp(br *bufio.Reader, m string) (x wireResp, closed bool) {
 // returns their addresses.
 func serveBoth(t testing.TB, h http.Handler) (std, ours string) {
 	t.Helper()
-	ts := httptest.NewUnstartedServer(h)
+	return serveBothWith(t, &httpd.Server{Handler: h}, nil)
+}
+
+// serveBothWith is serveBoth with the servers' fields set: ours's, whose
+// Handler both serve, and net/http's by config (if not nil) before it
+// starts.
+func serveBothWith(t testing.TB, ours *httpd.Server, config func(*http.Server)) (stdAddr, ourAddr string) {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(ours.Handler)
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if config != nil {
+		config(ts.Config)
+	}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return ts.Listener.Addr().String(), serve(t, &httpd.Server{Handler: h})
+	return ts.Listener.Addr().String(), serve(t, ours)
 }
 
 // parity sends c.raw to both servers and returns what each sent.
