@@ -95,6 +95,8 @@ type peer struct {
 	end    chan *ws.CloseError // how the connection ended, once it has
 	// skipped are the events nextMsg passed over.
 	skipped []event
+	// pending are events read by dial, still to be returned by next.
+	pending []event
 }
 
 // dial joins the room as nick, waits for the server's hello, and reads
@@ -153,11 +155,32 @@ func (ch *chat) dial(t *testing.T, nick string, compress, read bool) *peer {
 		t.Fatalf("%s: first event %+v, want its hello", nick, hello)
 	}
 	cl.name = hello.From
-	return cl
+	// The server sends the hello just before it puts the client in the
+	// room, and broadcasts its join after: until the client sees its own
+	// join, a message broadcast meanwhile may not reach it.
+	for {
+		e := cl.recv()
+		cl.pending = append(cl.pending, e)
+		if e.Kind == "join" && e.From == cl.name {
+			return cl
+		}
+	}
 }
 
 // next returns the next event, failing the test after timeout.
 func (cl *peer) next() event {
+	cl.t.Helper()
+	if len(cl.pending) > 0 {
+		e := cl.pending[0]
+		cl.pending = cl.pending[1:]
+		return e
+	}
+	return cl.recv()
+}
+
+// recv returns the next event from the connection, failing the test
+// after timeout.
+func (cl *peer) recv() event {
 	cl.t.Helper()
 	select {
 	case e, ok := <-cl.events:
