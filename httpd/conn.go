@@ -45,6 +45,9 @@ type handler struct {
 	outBufs   sync.Pool // *[]byte, inline output
 	responses sync.Pool // *response, of inline requests
 	switched  switchedSet
+
+	http1 bool     // HTTP/1 is served (Server.Protocols)
+	h2    h2config // HTTP/2's settings, and whether it is served
 }
 
 // The states of a connection, owned by its waiter.

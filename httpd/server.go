@@ -46,9 +46,23 @@ type Server struct {
 	// Handler serves requests; nil means http.DefaultServeMux.
 	Handler http.Handler
 	// TLSConfig is the TLS configuration of ServeTLS and
-	// ListenAndServeTLS (cloned; "http/1.1" is put in NextProtos and "h2"
-	// taken out). Set with a certificate, Serve serves TLS too.
+	// ListenAndServeTLS (cloned; NextProtos gets "h2" then "http/1.1",
+	// as Protocols allow, ahead of the others). Set with a certificate,
+	// Serve serves TLS too.
 	TLSConfig *tls.Config
+
+	// Protocols is the set of protocols served, as http.Server's: nil
+	// means HTTP/1 and, over TLS, HTTP/2 negotiated by ALPN.
+	// SetUnencryptedHTTP2(true) serves HTTP/2 with prior knowledge (h2c:
+	// a connection starting with the HTTP/2 preface) on plain
+	// connections too; SetHTTP2(false) turns HTTP/2 off. An "Upgrade:
+	// h2c" request is served as HTTP/1.1 (RFC 9113 removed the upgrade).
+	Protocols *http.Protocols
+	// HTTP2 configures HTTP/2 as http.Server's field does; nil or zero
+	// fields take the defaults in the package doc (MaxConcurrentStreams
+	// 250, 1 MiB of request body buffered per connection and per
+	// stream, as net/http).
+	HTTP2 *http.HTTP2Config
 
 	// ReadHeaderTimeout bounds reading a request head, from its first
 	// byte; 0 means ReadTimeout if set, else DefaultReadHeaderTimeout.
@@ -264,6 +278,10 @@ func (s *Server) configure(l net.Listener) (*handler, conn.Options, error) {
 		h.limits.MaxHeadBytes = DefaultMaxHeaderBytes
 	}
 	h.streams = make(chan struct{}, cmpOr(s.MaxStreams, DefaultMaxStreams))
+	h.http1 = s.Protocols == nil || s.Protocols.HTTP1()
+	if err := h.h2.configure(s); err != nil {
+		return nil, conn.Options{}, err
+	}
 	base := context.Background()
 	if s.BaseContext != nil {
 		if base = s.BaseContext(l); base == nil {
@@ -289,7 +307,13 @@ func (s *Server) configure(l net.Listener) (*handler, conn.Options, error) {
 	opts.ReadTimeout, opts.WriteTimeout = 0, 0
 	if s.TLSConfig != nil {
 		config := s.TLSConfig.Clone()
-		protos := []string{"http/1.1"}
+		var protos []string
+		if h.h2.tls {
+			protos = append(protos, "h2")
+		}
+		if h.http1 {
+			protos = append(protos, "http/1.1")
+		}
 		for _, p := range config.NextProtos {
 			if p != "h2" && p != "http/1.1" {
 				protos = append(protos, p)
