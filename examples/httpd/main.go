@@ -5,13 +5,16 @@
 // the server type, httpd.Server in place of http.Server.
 //
 //	go run ./examples/httpd                     # http://127.0.0.1:8080/
-//	go run ./examples/httpd -tls-self-signed    # https://localhost:8080/
+//	go run ./examples/httpd -h2c                # and HTTP/2 with prior knowledge
+//	go run ./examples/httpd -tls-self-signed    # https://localhost:8080/, h2 or http/1.1
 //
 // Routes:
 //
-//	GET  /                 an HTML page with a stylesheet, a script and an image
+//	GET  /                 an HTML page with a stylesheet, a script and an image,
+//	                       which shows the protocol of its own request and of
+//	                       the script's fetch of /api/time
 //	GET  /static/...       the embedded static directory (http.FileServerFS)
-//	GET  /api/time         the server's time as JSON
+//	GET  /api/time         the server's time, and the request's protocol, as JSON
 //	POST /api/echo         the body's length and SHA-256 as JSON (and the body
 //	                       itself when it is short), hashed as it streams in
 //	GET  /stream?n=N       N server-sent events, one every 100 ms, each flushed
@@ -34,6 +37,14 @@
 //
 // and the line printed at start gives the certificate's SPKI hash for
 // chromium --ignore-certificate-errors-spki-list.
+//
+// HTTP/1.1 is always served. Over TLS, HTTP/2 is too, chosen by ALPN
+// (httpd.Server's default, as http.Server's); -h2c serves HTTP/2 on the
+// plain port as well, to clients that start with its preface (prior
+// knowledge; the "Upgrade: h2c" of HTTP/1.1 is not supported):
+//
+//	curl --http2-prior-knowledge http://127.0.0.1:8080/api/time   # with -h2c
+//	curl --http2 --cacert /tmp/httpd-ca.pem https://localhost:8080/api/time
 //
 // SIGINT or SIGTERM shuts it down gracefully: it stops accepting, lets
 // the requests in progress finish for up to -shutdown-timeout (10 s),
@@ -83,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	// The graceful part of a shutdown is bounded: a download of many
 	// gigabytes must not keep the process alive long after SIGTERM.
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long the requests in progress may take to finish before their connections are reset")
+	h2c := fs.Bool("h2c", false, "also serve HTTP/2 with prior knowledge (h2c) on the plain port; over TLS, HTTP/2 is negotiated by ALPN without it")
 	verbose := fs.Bool("v", false, "log every request (method, path, status, bytes, duration) to stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "httpd: a small web site on gracepoll's package httpd.\n\nUsage: go run ./examples/httpd [flags]\n\nFlags:\n")
@@ -103,6 +115,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fs.Usage()
 		return errors.New("-tls-cacert-out needs -tls-self-signed")
 	}
+	if *h2c && *selfSigned {
+		fs.Usage()
+		return errors.New("-h2c is for plain TCP: with -tls-self-signed, HTTP/2 is negotiated by ALPN")
+	}
 
 	logger := log.New(stderr, "httpd: ", log.LstdFlags)
 	var h http.Handler = newMux()
@@ -110,6 +126,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		h = logRequests(logger, h)
 	}
 	srv := &httpd.Server{Addr: *addr, Handler: h, ErrorLog: logger}
+	protos := "HTTP/1.1"
+	if *h2c {
+		srv.Protocols = h2cProtocols()
+		protos = "HTTP/1.1 and HTTP/2 with prior knowledge (h2c)"
+	}
 	var ca *selfsigned.CA
 	if *selfSigned {
 		// A CA and a leaf it signed rather than one self-signed leaf:
@@ -127,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	}
 	scheme, host := "http", l.Addr().String()
 	if ca != nil {
-		scheme = "https"
+		scheme, protos = "https", "HTTP/2 (h2) and HTTP/1.1, by ALPN"
 		_, port, _ := net.SplitHostPort(host)
 		host = net.JoinHostPort("localhost", port)
 		// The file is left behind on exit: a client may still use it.
@@ -139,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		fmt.Fprintf(stdout, "httpd: CA certificate written to %s: curl --cacert %s %s://%s/\n", path, path, scheme, host)
 		fmt.Fprintf(stdout, "httpd: or: chromium --ignore-certificate-errors-spki-list=%s %s://%s/\n", ca.LeafSPKIHash(), scheme, host)
 	}
-	fmt.Fprintf(stdout, "httpd: serving %s://%s/ (SIGINT or SIGTERM stops it)\n", scheme, host)
+	fmt.Fprintf(stdout, "httpd: serving %s://%s/ over %s (SIGINT or SIGTERM stops it)\n", scheme, host, protos)
 	if ready != nil {
 		ready <- l.Addr()
 	}
@@ -178,6 +199,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		return fmt.Errorf("shutdown: %w", serr)
 	}
 	return nil
+}
+
+// h2cProtocols is -h2c's Server.Protocols: HTTP/1.1, and HTTP/2 with
+// prior knowledge on plain TCP. Without TLS there is no ALPN: the server
+// tells the two apart by HTTP/2's connection preface.
+func h2cProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 // plural is "1 connection" or "n connections".

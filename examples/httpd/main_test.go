@@ -41,10 +41,12 @@ type served struct {
 }
 
 // requestLog records the method, path and status of every request the
-// server answered: a browser's view of a page load is checked against it.
+// server answered, and its protocol: a browser's view of a page load is
+// checked against it.
 type requestLog struct {
-	mu   sync.Mutex
-	reqs []string
+	mu     sync.Mutex
+	reqs   []string
+	protos []string
 }
 
 func (l *requestLog) wrap(next http.Handler) http.Handler {
@@ -53,14 +55,27 @@ func (l *requestLog) wrap(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 		l.mu.Lock()
 		l.reqs = append(l.reqs, fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, sw.status()))
+		l.protos = append(l.protos, r.Proto)
 		l.mu.Unlock()
 	})
 }
 
+// all returns the requests as "GET /path 200".
 func (l *requestLog) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.reqs...)
+}
+
+// withProto returns the requests as "HTTP/2.0 GET /path 200".
+func (l *requestLog) withProto() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, len(l.reqs))
+	for i, r := range l.reqs {
+		out[i] = l.protos[i] + " " + r
+	}
+	return out
 }
 
 // serveSite serves newMux on 127.0.0.1:0 (over TLS with a new CA if
@@ -68,8 +83,15 @@ func (l *requestLog) all() []string {
 // returned as it should.
 func serveSite(t testing.TB, secure bool) *served {
 	t.Helper()
+	return serveSiteWith(t, secure, nil)
+}
+
+// serveSiteWith is serveSite with httpd.Server.Protocols set to protos
+// (nil: the default, HTTP/1.1 and, over TLS, HTTP/2 by ALPN).
+func serveSiteWith(t testing.TB, secure bool, protos *http.Protocols) *served {
+	t.Helper()
 	s := &served{log: &requestLog{}}
-	srv := &httpd.Server{Handler: s.log.wrap(newMux()), ErrorLog: log.New(io.Discard, "", 0)}
+	srv := &httpd.Server{Handler: s.log.wrap(newMux()), ErrorLog: log.New(io.Discard, "", 0), Protocols: protos}
 	if secure {
 		ca, err := selfsigned.NewCA("gracepoll examples/httpd CA")
 		if err != nil {
@@ -182,6 +204,9 @@ func TestRoutes(t *testing.T) {
 	c := s.client()
 
 	page := string(get(t, c, s.base+"/"))
+	if !strings.Contains(page, `<strong id="page-proto">HTTP/1.1</strong>`) {
+		t.Errorf("the page does not name its protocol, HTTP/1.1:\n%s", page)
+	}
 	for _, ref := range []string{"/static/style.css", "/static/app.js", "/static/logo.svg"} {
 		if !strings.Contains(page, ref) {
 			t.Errorf("the page does not reference %s", ref)
@@ -200,7 +225,7 @@ func TestRoutes(t *testing.T) {
 	}
 
 	var tr timeReply
-	if err := json.Unmarshal(get(t, c, s.base+"/api/time"), &tr); err != nil || time.Since(tr.Time).Abs() > time.Minute {
+	if err := json.Unmarshal(get(t, c, s.base+"/api/time"), &tr); err != nil || time.Since(tr.Time).Abs() > time.Minute || tr.Proto != "HTTP/1.1" {
 		t.Errorf("/api/time: %+v %v", tr, err)
 	}
 	if got := string(get(t, c, s.base+"/plaintext")); got != "Hello, World!" {
@@ -508,6 +533,7 @@ func TestFlags(t *testing.T) {
 		{"-shutdown-timeout", "0s"},
 		{"extra"},
 		{"-addr", "256.0.0.1:0"},
+		{"-h2c", "-tls-self-signed"},
 	} {
 		if err := run(context.Background(), args, io.Discard, io.Discard, nil); err == nil {
 			t.Errorf("%q: accepted", args)

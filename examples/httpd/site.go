@@ -1,14 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"io"
-	"io/fs"
 	"log"
 	"net/http"
 	"strconv"
@@ -33,15 +34,21 @@ const (
 // an http.ServeMux with Go 1.22 method and wildcard patterns.
 func newMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	index, err := fs.ReadFile(staticFiles, "static/index.html")
-	if err != nil {
-		panic(err) // embedded at build time: cannot be missing
-	}
+	// A template, not a file served as is: the page names the protocol
+	// its own request came over.
+	index := template.Must(template.ParseFS(staticFiles, "static/index.html"))
 	// "/{$}" is the root alone; other unknown paths get the mux's 404
 	// instead of the page.
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(index)
+		// Executed into a buffer first: a template error must not leave
+		// half a page behind a 200.
+		var b bytes.Buffer
+		if err := index.Execute(&b, pageData{Proto: r.Proto}); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Write(b.Bytes())
 	})
 	// The embedded tree is rooted at "static", so /static/style.css maps
 	// to its file without stripping a prefix.
@@ -72,15 +79,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// pageData fills in static/index.html.
+type pageData struct {
+	Proto string // the page request's, "HTTP/1.1" or "HTTP/2.0"
+}
+
 // timeReply is /api/time's answer.
 type timeReply struct {
 	Time   time.Time `json:"time"`
 	UnixMS int64     `json:"unix_ms"`
+	// Proto is the request's protocol: the page's script shows it, so a
+	// browser's choice of HTTP/2 for its fetches can be seen.
+	Proto string `json:"proto"`
 }
 
 func apiTime(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	writeJSON(w, http.StatusOK, timeReply{Time: now, UnixMS: now.UnixMilli()})
+	writeJSON(w, http.StatusOK, timeReply{Time: now, UnixMS: now.UnixMilli(), Proto: r.Proto})
 }
 
 // echoReply is /api/echo's answer.

@@ -1,6 +1,7 @@
 // Fills in the server's time from /api/time (so the page shows that a
-// script loaded and a JSON call worked) and streams /stream's events on
-// request with EventSource.
+// script loaded and a JSON call worked), and the protocol the server saw
+// that fetch come over, and streams /stream's events on request with
+// EventSource.
 "use strict";
 
 async function showTime() {
@@ -10,6 +11,7 @@ async function showTime() {
 		const t = await resp.json();
 		el.textContent = "server time " + t.time + " (" + t.unix_ms + " ms)";
 		el.className = "ok";
+		document.getElementById("api-proto").textContent = t.proto;
 	} catch (err) {
 		el.textContent = "fetching /api/time failed: " + err;
 	}
