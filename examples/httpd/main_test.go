@@ -350,26 +350,35 @@ func TestDownload64MiB(t *testing.T) {
 }
 
 // TestTLSClient checks the certificate chain and protocol a Go client
-// gets: verified against the CA alone, HTTP/1.1 even when the client
-// offers h2.
+// gets: verified against the CA alone; h2 by ALPN when the client offers
+// it, and HTTP/1.1 when it does not.
 func TestTLSClient(t *testing.T) {
 	s := serveSite(t, true)
-	c := s.client()
-	c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
-	resp, err := c.Get(s.base + "/json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.TLS == nil || !resp.TLS.HandshakeComplete || resp.ProtoMajor != 1 || resp.TLS.NegotiatedProtocol != "http/1.1" {
-		t.Fatalf("TLS %+v, protocol %s", resp.TLS, resp.Proto)
-	}
-	if len(resp.TLS.VerifiedChains) != 1 || len(resp.TLS.VerifiedChains[0]) != 2 || !resp.TLS.VerifiedChains[0][1].Equal(s.ca.Cert) {
-		t.Errorf("verified chains %v: want the leaf and the CA", resp.TLS.VerifiedChains)
+	for _, h2 := range []bool{false, true} {
+		c := s.client()
+		// A Transport with its own DialContext offers h2 only when told.
+		c.Transport.(*http.Transport).ForceAttemptHTTP2 = h2
+		resp, err := c.Get(s.base + "/json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// Without h2 the Transport sends no ALPN extension at all, and
+		// the server chooses none.
+		wantALPN, wantProto := "", "HTTP/1.1"
+		if h2 {
+			wantALPN, wantProto = "h2", "HTTP/2.0"
+		}
+		if resp.TLS == nil || !resp.TLS.HandshakeComplete || resp.Proto != wantProto || resp.TLS.NegotiatedProtocol != wantALPN {
+			t.Fatalf("h2 offered %v: TLS %+v, protocol %s; want %q and %s", h2, resp.TLS, resp.Proto, wantALPN, wantProto)
+		}
+		if len(resp.TLS.VerifiedChains) != 1 || len(resp.TLS.VerifiedChains[0]) != 2 || !resp.TLS.VerifiedChains[0][1].Equal(s.ca.Cert) {
+			t.Errorf("verified chains %v: want the leaf and the CA", resp.TLS.VerifiedChains)
+		}
 	}
 	// A client that does not trust the CA is refused.
-	strange := &http.Client{Transport: &http.Transport{DialContext: c.Transport.(*http.Transport).DialContext}, Timeout: timeout}
+	strange := &http.Client{Transport: &http.Transport{DialContext: s.client().Transport.(*http.Transport).DialContext}, Timeout: timeout}
 	if _, err := strange.Get(s.base + "/json"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a client without the CA: %v, want a certificate error", err)
 	}
