@@ -110,15 +110,16 @@ type h2specReport struct {
 		Name    string `xml:"name,attr"`
 		Package string `xml:"package,attr"` // "http2/6.5.3": with the case's index, its ID
 		Cases   []struct {
-			Name    string   `xml:"classname,attr"`
-			Failure *h2specX `xml:"failure"`
-			Error   *h2specX `xml:"error"`
-			Skipped *h2specX `xml:"skipped"`
+			Name    string      `xml:"classname,attr"`
+			Failure *h2specText `xml:"failure"`
+			Error   *h2specText `xml:"error"`
+			Skipped *h2specText `xml:"skipped"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
 }
 
-type h2specX struct {
+// h2specText is an element's content, escaped as in the XML.
+type h2specText struct {
 	Text string `xml:",innerxml"`
 }
 
@@ -189,8 +190,8 @@ func TestH2spec(t *testing.T) {
 			}
 			if len(failed) > 0 {
 				id, _, _ := strings.Cut(failed[0], " ")
-				// h2spec's own account says which frames it expected and
-				// which came, unambiguously.
+				// h2spec's own account adds the requirement each case
+				// checks.
 				_, account, _ := strings.Cut(string(out), "\nFailures:")
 				t.Errorf("h2spec's account of the failures:%s\nto run a case alone: go run ./examples/httpd %s -addr 127.0.0.1:8080 & h2spec %s -p 8080 %s",
 					account, runFlag, strings.Join(flags, " "), id)
