@@ -86,6 +86,8 @@ type hconn struct {
 	// eof: the client closed its side; close once what it sent before
 	// is answered.
 	eof bool
+	// served: a request was read; HTTP/2's preface can no longer come.
+	served bool
 }
 
 // parser is what parsing one request needs, pooled: a connection holds
@@ -100,6 +102,9 @@ func (h *handler) OnOpen(c *conn.Conn) {
 	hc := &hconn{h: h, c: c}
 	c.SetValue(hc)
 	h.connState(hc, http.StateNew)
+	if cs, ok := c.ConnectionState(); ok && cs.NegotiatedProtocol == "h2" {
+		hc.startH2()
+	}
 }
 
 func (h *handler) getParser() *parser {
@@ -243,6 +248,9 @@ func (h *handler) OnData(c *conn.Conn) {
 	if hc.state != csIdle {
 		return
 	}
+	if !hc.served && hc.h2Preface() {
+		return
+	}
 	for c.Writable() && !hc.pendingClose {
 		buf, _ := c.Peek(c.Buffered())
 		if len(buf) == 0 {
@@ -285,6 +293,7 @@ func (h *handler) OnData(c *conn.Conn) {
 func (hc *hconn) serve(buf []byte, n int) bool {
 	h, p := hc.h, hc.p
 	req := &p.req
+	hc.served = true
 	if hc.heading {
 		hc.heading = false
 		hc.c.SetIdleTimeout(h.idleTimeout)

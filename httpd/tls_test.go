@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,9 +15,10 @@ import (
 	"github.com/gracepoll/gracepoll/internal/selfsigned"
 )
 
-// TestTLS: requests over TLS (ServeTLS with PEM files) negotiate
-// http/1.1 by ALPN and see r.TLS; a client offering only h2 is refused
-// in the handshake.
+// TestTLS: requests over TLS (ServeTLS with PEM files) see r.TLS, and
+// negotiate by ALPN h2, then http/1.1, as Server.Protocols allow; a
+// client offering only a protocol that is not served is refused in the
+// handshake.
 func TestTLS(t *testing.T) {
 	cert, err := selfsigned.New()
 	if err != nil {
@@ -26,35 +28,56 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &httpd.Server{
-		TLSConfig: &tls.Config{NextProtos: []string{"h2", "http/1.1"}},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.TLS == nil {
-				http.Error(w, "no TLS state", 500)
+	http1Only := new(http.Protocols)
+	http1Only.SetHTTP1(true)
+	for _, tc := range []struct {
+		name      string
+		protocols *http.Protocols
+		offer     []string
+		want      string // the answer, or "" for a refused handshake
+	}{
+		{"default/h2", nil, []string{"h2", "http/1.1"}, "h2 HTTP/2.0"},
+		{"default/http1.1", nil, []string{"http/1.1"}, "http/1.1 HTTP/1.1"},
+		{"http1only/h2,http1.1", http1Only, []string{"h2", "http/1.1"}, "http/1.1 HTTP/1.1"},
+		{"http1only/h2", http1Only, []string{"h2"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &httpd.Server{
+				TLSConfig: &tls.Config{NextProtos: []string{"h2", "http/1.1"}},
+				Protocols: tc.protocols,
+				Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.TLS == nil {
+						http.Error(w, "no TLS state", 500)
+						return
+					}
+					io.WriteString(w, r.TLS.NegotiatedProtocol+" "+r.Proto)
+				}),
+			}
+			addr := serveWith(t, srv, func(srv *httpd.Server, l netListener) error { return srv.ServeTLS(l, certFile, keyFile) })
+			if tc.want == "" {
+				_, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: cert.Pool(), NextProtos: tc.offer})
+				if err == nil || !strings.Contains(err.Error(), "protocol") {
+					t.Errorf("a client offering only %v: %v, want the handshake refused", tc.offer, err)
+				}
 				return
 			}
-			io.WriteString(w, r.TLS.NegotiatedProtocol+" "+r.Proto)
-		}),
-	}
-	addr := serveWith(t, srv, func(srv *httpd.Server, l netListener) error { return srv.ServeTLS(l, certFile, keyFile) })
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: cert.Pool(), NextProtos: []string{"h2", "http/1.1"}},
-		ForceAttemptHTTP2: true,
-	}}
-	for range 3 {
-		resp, err := client.Get("https://" + addr + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != "http/1.1 HTTP/1.1" || resp.ProtoMajor != 1 {
-			t.Fatalf("answered %q over %s", b, resp.Proto)
-		}
-	}
-	_, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: cert.Pool(), NextProtos: []string{"h2"}})
-	if err == nil || !strings.Contains(err.Error(), "protocol") {
-		t.Errorf("a client offering only h2: %v, want the handshake refused", err)
+			client := &http.Client{Transport: &http.Transport{
+				TLSClientConfig:   &tls.Config{RootCAs: cert.Pool(), NextProtos: tc.offer},
+				ForceAttemptHTTP2: slices.Contains(tc.offer, "h2"),
+			}}
+			defer client.CloseIdleConnections()
+			for range 3 {
+				resp, err := client.Get("https://" + addr + "/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != tc.want {
+					t.Fatalf("answered %q over %s, want %q", b, resp.Proto, tc.want)
+				}
+			}
+		})
 	}
 }
 
