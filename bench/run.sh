@@ -89,6 +89,24 @@
 #     `bench/run.sh ws` runs this section alone and writes its report to
 #     bench/results/benchmarks-ws.md (raw output: raw-ws.txt), leaving
 #     docs/benchmarks.md as it is.
+#   - HTTP/2 (h2bench_test.go and its neighbours), run by `bench/run.sh h2`
+#     alone (not by the full run): httpd (h2c with prior knowledge, and h2
+#     by ALPN over TLS) against net/http's HTTP/2 and nghttpd (nghttp2's C
+#     server, one worker, the routes as static files), fasthttp over
+#     HTTP/1.1 as the reference without HTTP/2. BenchmarkH2: h2load -t1
+#     -c50 -m10 and -c10 -m100 on /plaintext and /json, h2c and TLS,
+#     server CPU per request, req/s (the harness's and h2load's own) and
+#     h2load's CPU, H2_ROUNDS interleaved rounds of H2_TIME cells;
+#     BenchmarkH2OpenLoop: 10,000 req/s open loop over 20 h2c
+#     connections, light-request latency with and without 2 % of
+#     handlers sleeping 5 ms; BenchmarkH2Transfer: 1 GiB down and up one
+#     stream, the server's peak RSS growth; BenchmarkH2IdleMemory: RSS,
+#     heap and goroutines per idle HTTP/2 connection at 1,000 and 10,000,
+#     httpd against net/http. It installs h2load and nghttpd (Debian's
+#     nghttp2-client and nghttp2-server) if they are missing, and writes
+#     its report with bench/peers/cmd/h2report to
+#     bench/results/benchmarks-h2.md (raw output: raw-h2.txt). About 30
+#     minutes at H2_TIME=5s and H2_ROUNDS=5.
 #
 # The dispatch variants, echo, connection-cycle, kv, TLS and skew
 # benchmarks, whose figures are ratios between variants, run in ROUNDS
@@ -112,16 +130,17 @@
 # (ROUNDS), HTTP_HANDSHAKES (3000 TLS connections per handshake cell),
 # BLOCKED_TIME (4s of load per blocked-release cell, server and round; the
 # blocked handler sleeps 1 s more, at most 10 s in all), BLOCKED_RATE (1000
-# connections a second), BLOCKED_ROUNDS (ROUNDS).
+# connections a second), BLOCKED_ROUNDS (ROUNDS), H2_TIME (5s per HTTP/2
+# cell, server and round), H2_ROUNDS (5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The one argument, if any, names the only section to run.
 only=${1:-}
 case "$only" in
-"" | ws | blocked) ;;
+"" | ws | blocked | h2) ;;
 *)
-	echo "usage: bench/run.sh [ws|blocked]" >&2
+	echo "usage: bench/run.sh [ws|blocked|h2]" >&2
 	exit 2
 	;;
 esac
@@ -147,6 +166,8 @@ WS_BROADCASTS=${WS_BROADCASTS:-10}
 BLOCKED_TIME=${BLOCKED_TIME:-4s}
 BLOCKED_RATE=${BLOCKED_RATE:-1000}
 BLOCKED_ROUNDS=${BLOCKED_ROUNDS:-$ROUNDS}
+H2_TIME=${H2_TIME:-5s}
+H2_ROUNDS=${H2_ROUNDS:-5}
 
 # BenchmarkKV and BenchmarkTLSKV drive redis-benchmark (Debian's
 # redis-tools) and skip without it.
@@ -160,6 +181,14 @@ if [ -z "$only" ] && ! command -v wrk >/dev/null; then
 	{ apt-get update -qq && apt-get install -y -qq wrk; } >/dev/null 2>&1 || true
 fi
 [ -n "$only" ] || command -v wrk >/dev/null || echo "wrk is not installed and could not be: BenchmarkHTTP and BenchmarkHTTPTLS's keep-alive rows will skip" >&2
+
+# The HTTP/2 section drives h2load and nghttpd (Debian's nghttp2-client
+# and nghttp2-server); BenchmarkH2 skips without h2load, and nghttpd's
+# cells without nghttpd.
+if [ "$only" = h2 ] && ! { command -v h2load && [ -x /usr/sbin/nghttpd ]; } >/dev/null; then
+	{ apt-get update -qq && apt-get install -y -qq nghttp2-client nghttp2-server; } >/dev/null 2>&1 || true
+fi
+[ "$only" != h2 ] || command -v h2load >/dev/null || echo "h2load is not installed and could not be: BenchmarkH2 will skip" >&2
 
 results=$PWD/bench/results
 mkdir -p "$results"
@@ -221,11 +250,24 @@ blocked_release() {
 	run_peers go test -run '^$' -bench '^BenchmarkBlockedRelease$' -benchtime=1x -timeout=60m -blocked.time="$BLOCKED_TIME" -blocked.rate="$BLOCKED_RATE" -blocked.rounds="$BLOCKED_ROUNDS" .
 }
 
+# h2_section runs the HTTP/2 benchmarks; the rounds interleave inside
+# each run (-h2.rounds).
+h2_section() {
+	run_peers go test -run '^$' -bench '^BenchmarkH2$' -benchtime=1x -timeout=120m -h2.time="$H2_TIME" -h2.rounds="$H2_ROUNDS" .
+	run_peers go test -run '^$' -bench '^BenchmarkH2OpenLoop$' -benchtime=1x -timeout=60m -h2.time="$H2_TIME" -h2.rounds="$H2_ROUNDS" .
+	run_peers go test -run '^$' -bench '^BenchmarkH2Transfer$' -benchtime=1x -timeout=60m -h2.rounds="$H2_ROUNDS" .
+	run_peers go test -run '^$' -bench '^BenchmarkH2IdleMemory$' -benchtime=1x -timeout=60m .
+}
+
 # A section run alone runs none of the rounds below.
 all_rounds=$SKEW_ROUNDS
 case "$only" in
 ws)
 	ws_section
+	all_rounds=0
+	;;
+h2)
+	h2_section
 	all_rounds=0
 	;;
 blocked)
@@ -274,5 +316,10 @@ load_after=$(cut -d' ' -f1 /proc/loadavg)
 	fi
 } >>"$meta"
 
-go run ./bench/cmd/benchreport -raw "$raw" -meta "$meta" -out "$report"
+if [ "$only" = h2 ]; then
+	# The HTTP/2 report has a generator of its own, in bench/peers.
+	(cd bench/peers && go run ./cmd/h2report -raw "$raw" -meta "$meta" -out "$report")
+else
+	go run ./bench/cmd/benchreport -raw "$raw" -meta "$meta" -out "$report"
+fi
 echo "wrote $report; raw output in $raw" >&2

@@ -23,8 +23,10 @@
 // (gracepoll's ws on httpd, gorilla/websocket, coder/websocket, nbio's
 // websocket, lxzan/gws) by CPU per echoed message, broadcast to 10,000
 // connections and memory per idle connection, under a raw-frame client of
-// this package. The TLS servers serve a
-// self-signed certificate made in-process (NewCert).
+// this package; and HTTP/2 servers (httpd, net/http and nghttpd, h2c and
+// over TLS, with fasthttp's HTTP/1.1 for scale) under h2load, an
+// open-loop client, one-gigabyte streams and idle connections. The TLS
+// servers serve a self-signed certificate made in-process (NewCert).
 //
 // The servers are started by cmd/serve; the load is examples/echo/loadgen,
 // the generator examples/echo uses, which checks every reply. It is a
@@ -63,7 +65,10 @@ type Named struct {
 	// some of them slow; see SkewFrameSize), or "http" and "tls-http"
 	// (HTTPHandler's routes), or "http-variant" (the same routes, a
 	// configuration only some benchmarks run), or "ws" (WebSocket:
-	// WSPathEcho and WSPathBroadcast).
+	// WSPathEcho and WSPathBroadcast), or "h2" and "tls-h2" (HTTP/2,
+	// h2c and over TLS: H2Handler's routes), or "tls-http-variant"
+	// (HTTPHandler's routes over TLS, a server only the HTTP/2
+	// benchmarks run).
 	Kind string
 	// Start starts a plaintext server; StartTLS, set instead for the TLS
 	// kinds, starts a server that serves the certificate.
@@ -131,6 +136,17 @@ var Servers = []Named{
 	// conn) and net/http behind crypto/tls's listener.
 	{"httpd-tls", "tls-http", nil, NewHTTPDTLS},
 	{"net/http-tls", "tls-http", nil, NewNetHTTPTLS},
+	// HTTP/2 (BenchmarkH2 and the others of h2bench_test.go): httpd and
+	// net/http serving H2Handler, with h2c by prior knowledge next to
+	// HTTP/1.1 (Protocols), and over TLS with h2 negotiated by ALPN;
+	// fasthttp over TLS, HTTP/1.1, the reference row of the TLS cells
+	// (nghttpd, the C reference, is no Go server: the benchmarks start
+	// it themselves).
+	{"httpd-h2c", "h2", NewHTTPDH2C, nil},
+	{"net/http-h2c", "h2", NewNetHTTPH2C, nil},
+	{"httpd-h2", "tls-h2", nil, NewHTTPDH2},
+	{"net/http-h2", "tls-h2", nil, NewNetHTTPH2},
+	{"fasthttp-tls", "tls-http-variant", nil, NewFastHTTPTLS},
 	// WebSocket (BenchmarkWSEcho and the others of wsbench_test.go): the
 	// same routes (WSPathEcho, WSPathBroadcast) on gracepoll's ws on
 	// httpd, gorilla/websocket and coder/websocket on net/http, nbio's

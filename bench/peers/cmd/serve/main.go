@@ -9,7 +9,7 @@
 //	GOMAXPROCS=1 serve -server conn-tls -cert cert.pem -key key.pem -cpu 0
 //
 // A TLS server (conn-tls, net-tls, nbio-tls, kv-conn-tls, kv-net-tls,
-// httpd-tls, net/http-tls)
+// httpd-tls, net/http-tls, httpd-h2, net/http-h2, fasthttp-tls)
 // serves the PEM certificate and key in the files -cert and -key (the
 // benchmarks write them with peers.Cert.WriteFiles).
 //
