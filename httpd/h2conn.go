@@ -332,7 +332,16 @@ func (sc *h2conn) fail(code h2frame.ErrCode, why string) bool {
 	}
 	sc.goAway = true
 	sc.flushLocked()
+	streams := make([]*h2stream, 0, len(sc.streams))
+	for _, st := range sc.streams {
+		streams = append(streams, st)
+	}
 	sc.mu.Unlock()
+	// The connection is over for every stream, though closing it waits
+	// for the client's FIN: the handlers still running are cancelled now.
+	for _, st := range streams {
+		st.reset(errConnClosed, false)
+	}
 	sc.c.Close()
 	return false
 }

@@ -37,6 +37,7 @@ type h2response struct {
 	trailers    []string // declared with the Trailer field
 	deadline    time.Time
 	done        bool // the handler has returned
+	overflow    bool // a write went beyond the Content-Length
 	err         error
 }
 
@@ -118,25 +119,35 @@ func (w *h2response) Write(p []byte) (int, error) {
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
+	var over error
 	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
-		return 0, http.ErrContentLength
+		// As net/http's HTTP/2 server: what fits is sent, the write
+		// fails, and the stream is reset at the handler's end.
+		p, over = p[:w.declared-w.written], http.ErrContentLength
+		w.overflow = true
 	}
 	w.written += int64(len(p))
 	if !w.sentHeader && len(w.buf)+len(p) <= h2Buffer {
 		w.buf = append(w.buf, p...)
-		return len(p), nil
+		return len(p), over
 	}
 	if w.head {
-		// Held for sniffing, as for a GET; never sent.
-		if len(w.buf) < sniffLen {
-			w.buf = append(w.buf, p[:min(len(p), sniffLen-len(w.buf))]...)
+		// What the buffer holds is sniffed, as for a GET; the HEADERS
+		// go out now, without a Content-Length, and no body.
+		if !w.sentHeader {
+			if len(w.buf) < sniffLen {
+				w.buf = append(w.buf, p[:min(len(p), sniffLen-len(w.buf))]...)
+			}
+			if err := w.send(nil, false); err != nil {
+				return 0, err
+			}
 		}
-		return len(p), nil
+		return len(p), over
 	}
 	if err := w.send(p, false); err != nil {
 		return 0, err
 	}
-	return len(p), nil
+	return len(p), over
 }
 
 // WriteString is Write of a string.
@@ -457,7 +468,7 @@ func (w *h2response) finish() h2frame.ErrCode {
 	}
 	w.done = true
 	short := w.declared >= 0 && w.written < w.declared && !w.head && bodyAllowed(w.status)
-	if err := w.send(nil, !short); err != nil || short {
+	if err := w.send(nil, !short && !w.overflow); err != nil || short || w.overflow {
 		return h2frame.CodeInternalError
 	}
 	return h2frame.CodeNoError

@@ -30,25 +30,27 @@ type h2stream struct {
 	wake  chan struct{} // a send window opened, the queue drained, or the stream ended
 
 	// Under sc.mu.
-	sendWindow   int64 // what we may still send
-	recvWindow   int64 // what the client may still send
-	refundS      uint32
-	declared     int64 // the request's Content-Length, or -1
-	received     int64
-	discarded    int64  // body bytes dropped after the handler returned
-	remoteDone   bool   // the client sent END_STREAM, or the stream was reset
-	body         []byte // unread body bytes are body[bodyR:]
-	bodyR        int
-	bodyErr      error // io.EOF once the body has all come
-	bodyClosed   bool  // the handler closed the body, or returned
-	trailer      http.Header
-	resetErr     error // why the stream was reset, if it was
-	resetByUs    bool  // we sent its RST_STREAM: frames that follow are ignored
-	handlerDone  bool
-	sentEnd      bool // END_STREAM went out
-	cont         bool // a 100 Continue is due before the first body read
-	smallFrames  int  // DATA frames sent smaller than minData for a small window
-	readDeadline time.Time
+	sendWindow     int64 // what we may still send
+	recvWindow     int64 // what the client may still send
+	refundS        uint32
+	declared       int64 // the request's Content-Length, or -1
+	received       int64
+	discarded      int64  // body bytes dropped after the handler returned
+	remoteDone     bool   // the client sent END_STREAM, or the stream was reset
+	body           []byte // unread body bytes are body[bodyR:]
+	bodyR          int
+	bodyErr        error       // io.EOF once the body has all come
+	bodyClosed     bool        // the handler closed the body, or returned
+	trailer        http.Header // r.Trailer: the trailers the request declared
+	pendingTrailer http.Header // trailers received, set in trailer at the body's end
+	sawEOF         bool        // a read returned io.EOF
+	resetErr       error       // why the stream was reset, if it was
+	resetByUs      bool        // we sent its RST_STREAM: frames that follow are ignored
+	handlerDone    bool
+	sentEnd        bool // END_STREAM went out
+	cont           bool // a 100 Continue is due before the first body read
+	smallFrames    int  // DATA frames sent smaller than minData for a small window
+	readDeadline   time.Time
 }
 
 // openStream starts the handler of a request decoded from a HEADERS
@@ -62,16 +64,23 @@ func (sc *h2conn) openStream(id uint32, r *http.Request, endStream bool, handler
 		declared:   -1,
 		remoteDone: endStream,
 	}
+	// Expect: 100-continue is answered at the first read, even of a body
+	// known to be empty, as net/http does; the field is not passed on.
+	expect := r.Header.Get("Expect") == "100-continue"
+	if expect {
+		r.Header.Del("Expect")
+	}
 	if endStream {
 		st.bodyErr = io.EOF
 		r.Body = http.NoBody
-	} else {
+	}
+	if !endStream || expect {
 		r.Body = st
 		if r.ContentLength >= 0 {
 			st.declared = r.ContentLength
 		}
 		st.trailer = r.Trailer
-		st.cont = r.Header.Get("Expect") == "100-continue"
+		st.cont = expect
 	}
 	if t := sc.hc.h.srv.ReadTimeout; t > 0 {
 		st.readDeadline = time.Now().Add(t)
@@ -266,11 +275,7 @@ const maxDiscardH2 = 64 << 10
 // holds mu.
 func (st *h2stream) trailers(h http.Header) {
 	if st.trailer != nil {
-		for k, v := range h {
-			if validTrailer(k) {
-				st.trailer[k] = v
-			}
-		}
+		st.pendingTrailer = h // set in r.Trailer when a read meets the body's end
 	}
 	st.remoteDone = true
 	if st.bodyErr == nil {
@@ -302,8 +307,11 @@ func (st *h2stream) Read(p []byte) (int, error) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	for {
-		if st.bodyClosed {
-			return 0, http.ErrBodyReadAfterClose
+		switch {
+		case st.sawEOF:
+			return 0, io.EOF
+		case st.bodyClosed:
+			return 0, errBodyClosed
 		}
 		if st.cont {
 			st.cont = false
@@ -319,15 +327,12 @@ func (st *h2stream) Read(p []byte) (int, error) {
 			}
 			st.refundLocked(uint32(n))
 			sc.flushLocked()
-			if st.bodyR == len(st.body) && st.bodyErr == io.EOF {
-				st.setTrailers()
-				return n, io.EOF // the last bytes come with io.EOF, as net/http's
-			}
 			return n, nil
 		}
 		if st.bodyErr != nil {
 			if st.bodyErr == io.EOF {
 				st.setTrailers()
+				st.sawEOF = true
 			}
 			return 0, st.bodyErr
 		}
@@ -352,10 +357,20 @@ func (st *h2stream) Read(p []byte) (int, error) {
 	}
 }
 
-// setTrailers puts the trailers received into r.Trailer at the body's
-// end; they are there already (h2stream.trailers): nothing to do but
-// keep net/http's order of events.
-func (st *h2stream) setTrailers() {}
+// setTrailers puts the trailers received into r.Trailer once a read
+// meets the body's end, as net/http does. The caller holds mu.
+func (st *h2stream) setTrailers() {
+	for k, v := range st.pendingTrailer {
+		if validTrailer(k) {
+			st.trailer[k] = v
+		}
+	}
+	st.pendingTrailer = nil
+}
+
+// errBodyClosed fails a read of a body its handler closed before its
+// end (one that has met its end keeps returning io.EOF, as net/http's).
+var errBodyClosed = errors.New("httpd: HTTP/2 request body read after Close")
 
 // Close closes the body: reads fail, and what comes is dropped.
 func (st *h2stream) Close() error {

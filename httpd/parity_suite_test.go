@@ -60,6 +60,7 @@ type suiteCase struct {
 type serverPair struct {
 	std, ours string
 	client    *tls.Config
+	h2        bool // the client speaks HTTP/2: by ALPN over TLS, h2c otherwise
 }
 
 func (p serverPair) dial(addr string) (net.Conn, error) {
@@ -277,8 +278,18 @@ func clientRequests(raw string) []*http.Request {
 
 // clientDo sends the requests of c.raw to addr through a Transport of its
 // own, on one connection where the server keeps it.
-func clientDo(c suiteCase, addr string, tlsConf *tls.Config) []clientResp {
+func clientDo(c suiteCase, addr string, pair serverPair) []clientResp {
+	tlsConf := pair.client
+	if tlsConf != nil {
+		tlsConf = tlsConf.Clone() // an HTTP/2 Transport adds to NextProtos
+	}
 	tr := &http.Transport{TLSClientConfig: tlsConf, ExpectContinueTimeout: 2 * time.Second, MaxConnsPerHost: 1}
+	if pair.h2 && tlsConf != nil {
+		tr.ForceAttemptHTTP2 = true
+	} else if pair.h2 {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{
 		Transport:     tr,
@@ -385,8 +396,8 @@ func runClient(runs []*clientRun) {
 			for range 2 { // once more if they differ: see suiteSettleSlow
 				var w2 sync.WaitGroup
 				w2.Add(2)
-				go func() { defer w2.Done(); r.std = clientDo(r.c, r.pair.std, r.pair.client) }()
-				go func() { defer w2.Done(); r.ours = clientDo(r.c, r.pair.ours, r.pair.client) }()
+				go func() { defer w2.Done(); r.std = clientDo(r.c, r.pair.std, r.pair) }()
+				go func() { defer w2.Done(); r.ours = clientDo(r.c, r.pair.ours, r.pair) }()
 				w2.Wait()
 				if r.diff = compareClient(r.c, r.std, r.ours); r.diff == "" {
 					break
