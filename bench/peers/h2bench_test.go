@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -182,6 +183,10 @@ var h2Rows = []h2Row{
 //     cpu-µs/req compares servers; client-µs/req, h2load's CPU time per
 //     request: what the server's way of writing (frames per packet,
 //     writes per response) costs the client;
+//   - writes/req, reads/req and wbytes/req: the server's read and write
+//     system calls (sockets' included; /proc/<pid>/io's syscr, syscw)
+//     and the bytes it wrote, per request, over h2load's run: how many
+//     answers a write carries;
 //   - steal-%: the time the hypervisor took from the two CPUs (see
 //     BenchmarkSkew); the report leaves out a cell above 2 %.
 //
@@ -255,12 +260,19 @@ func h2loadCell(b *testing.B, p h2Peer, srv h2Proc, useTLS bool, row h2Row, serv
 	}
 	var r h2loadResult
 	var steal time.Duration
+	var io0, io1 procIO
 	w, err := measure(srv.Pid(), b, func() error {
 		s0, err := stealTime(serverCPU, clientCPU)
 		if err != nil {
 			return err
 		}
+		if io0, err = readProcIO(srv.Pid()); err != nil {
+			return err
+		}
 		if r, err = runH2load(h2loadArgs(p, srv, useTLS, row, "-D", h2loadDuration(*h2Time))...); err != nil {
+			return err
+		}
+		if io1, err = readProcIO(srv.Pid()); err != nil {
 			return err
 		}
 		s1, err := stealTime(serverCPU, clientCPU)
@@ -281,6 +293,45 @@ func h2loadCell(b *testing.B, p h2Peer, srv h2Proc, useTLS bool, row h2Row, serv
 	b.ReportMetric(100*w.serverCPU.Seconds()/w.wall.Seconds(), "server-util-%")
 	b.ReportMetric(100*r.cpu.Seconds()/w.wall.Seconds(), "client-util-%")
 	b.ReportMetric(r.cpu.Seconds()*1e6/float64(r.done), "client-µs/req")
+	b.ReportMetric(float64(io1.syscw-io0.syscw)/float64(r.done), "writes/req")
+	b.ReportMetric(float64(io1.syscr-io0.syscr)/float64(r.done), "reads/req")
+	b.ReportMetric(float64(io1.wchar-io0.wchar)/float64(r.done), "wbytes/req")
+}
+
+// procIO is the I/O accounting of a process (/proc/<pid>/io): its read
+// and write system calls (sockets included) and the bytes they moved.
+type procIO struct {
+	syscr, syscw, rchar, wchar int64
+}
+
+// readProcIO reads /proc/<pid>/io.
+func readProcIO(pid int) (procIO, error) {
+	var io procIO
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return io, err
+	}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return io, fmt.Errorf("/proc/%d/io: %q", pid, line)
+		}
+		switch k {
+		case "syscr":
+			io.syscr = n
+		case "syscw":
+			io.syscw = n
+		case "rchar":
+			io.rchar = n
+		case "wchar":
+			io.wchar = n
+		}
+	}
+	return io, nil
 }
 
 // httpdH2 says whether httpd serves HTTP/2: its h2c server answers

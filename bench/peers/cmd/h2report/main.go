@@ -317,6 +317,37 @@ func renderH2(b *strings.Builder, rs runs) {
 		}
 		b.WriteString("\n")
 	}
+	if !hasUnit(rs, "BenchmarkH2/", "writes/req") {
+		return
+	}
+	b.WriteString("### The server's system calls per request\n\n" +
+		"From /proc/<pid>/io over h2load's run (syscw, syscr, wchar: sockets' calls included): how many answers one write carries, " +
+		"which decides much of the client's CPU per request.\n\n")
+	b.WriteString("| transport | load | server | writes/req | reads/req | bytes written/req |\n|---|---|---|---|---|---|\n")
+	for _, tr := range transports {
+		for _, load := range h2Loads {
+			for _, srv := range h2Servers {
+				name := "BenchmarkH2/" + tr + "/" + load + "/" + srv
+				if len(rs[name]) == 0 {
+					continue
+				}
+				k, _ := rs.kept(name)
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", tr, load, srv, med(k, "writes/req"), med(k, "reads/req"), med(k, "wbytes/req"))
+			}
+		}
+	}
+	b.WriteString("\n")
+}
+
+// hasUnit says whether a benchmark whose name starts with p reported
+// unit.
+func hasUnit(rs runs, p, unit string) bool {
+	for name, rounds := range rs {
+		if strings.HasPrefix(name, p) && len(values(rounds, unit)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func renderIdle(b *strings.Builder, rs runs) {

@@ -11,7 +11,7 @@ import (
 // the medians, the spreads, the steal filter and the ratio to httpd.
 func TestReport(t *testing.T) {
 	const raw = `goos: linux
-BenchmarkH2/h2c/plaintext/c=50/m=10/httpd-2   	1	3000 ns/op	10.0 cpu-µs/req	90000 req/s	91000 h2load-req/s	0 steal-%
+BenchmarkH2/h2c/plaintext/c=50/m=10/httpd-2   	1	3000 ns/op	10.0 cpu-µs/req	90000 req/s	91000 h2load-req/s	0 steal-%	3 writes/req
 BenchmarkH2/h2c/plaintext/c=50/m=10/net/http-2	1	3000 ns/op	40.0 cpu-µs/req	20000 req/s	0.5 steal-%
 BenchmarkH2/h2c/plaintext/c=50/m=10/httpd#01-2	1	3000 ns/op	12.0 cpu-µs/req	80000 req/s	0 steal-%
 BenchmarkH2/h2c/plaintext/c=50/m=10/net/http#01-2	1	3000 ns/op	44.0 cpu-µs/req	21000 req/s	0 steal-%
@@ -42,6 +42,7 @@ PASS
 		"| plaintext/c=50/m=10 | net/http | 42.0 (40.0–44.0) | 3.82× | 20,500 (20,000–21,000) |",
 		"| 2 of 3 |",
 		"| tls | 1000 | net/http | 43,057 | 15,319 | 2.00 |",
+		"| h2c | plaintext/c=50/m=10 | httpd | 3.00 | – |",
 		"| p=2%/D=5ms | httpd | 75.5 |",
 		"go test\n",
 		"bench/results/raw-h2.txt",
