@@ -190,10 +190,9 @@ func TestGRPCOverHTTPD(t *testing.T) {
 	servers := []struct {
 		name  string
 		serve func(t *testing.T, h http.Handler, tlsConfig *tls.Config) string
-		skip  string
 	}{
-		{"net-http", serveNetHTTPForGRPC, ""},
-		{"httpd", serveHTTPDForGRPC, "httpd does not serve HTTP/2 yet"},
+		{"net-http", serveNetHTTPForGRPC},
+		{"httpd", serveHTTPDForGRPC},
 	}
 	for _, s := range servers {
 		for _, secure := range []bool{true, false} {
@@ -202,9 +201,6 @@ func TestGRPCOverHTTPD(t *testing.T) {
 				mode = "tls"
 			}
 			t.Run(s.name+"/"+mode, func(t *testing.T) {
-				if s.skip != "" {
-					t.Skip(s.skip)
-				}
 				cc, w := grpcSetup(t, secure, s.serve)
 				t.Run("unary", func(t *testing.T) { grpcTestUnary(t, cc) })
 				t.Run("server-stream", func(t *testing.T) { grpcTestServerStream(t, cc) })
