@@ -32,7 +32,7 @@ const (
 // recentClosed is how many recently closed streams a connection
 // remembers, to tell a frame for a stream it reset (ignored, RFC 9113
 // section 5.1) from one for a stream the client ended (an error).
-const recentClosed = 32
+const recentClosed = 16
 
 // A stream's window opened by less than minData and less than the data
 // waiting gets a DATA frame as small at most maxSmallFrames times; then
@@ -631,6 +631,9 @@ func (sc *h2conn) removeLocked(st *h2stream) {
 		return
 	}
 	delete(sc.streams, st.id)
+	if len(sc.streams) == 0 {
+		sc.streams = nil // an idle connection keeps no map
+	}
 	v := st.id
 	if st.resetByUs {
 		v |= resetBit

@@ -23,8 +23,9 @@ type Decoder struct {
 	broken error
 }
 
-// maxKeptBuf bounds the string buffer a Decoder keeps between literals.
-const maxKeptBuf = 16 << 10
+// maxKeptBuf bounds the string buffer a Decoder keeps between literals,
+// and so while its connection is idle.
+const maxKeptBuf = 512
 
 // NewDecoder returns a Decoder whose dynamic table has, and may grow to,
 // maxDynamicTableSize bytes (RFC 7541 4.1 sizes), which for HTTP/2 is
