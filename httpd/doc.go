@@ -1,5 +1,6 @@
-// Package httpd serves HTTP/1.1 with any net/http Handler on gracepoll's
-// connections (package conn), without a goroutine per connection.
+// Package httpd serves HTTP/1.1 and HTTP/2 with any net/http Handler on
+// gracepoll's connections (package conn), without a goroutine per
+// connection.
 //
 // Switching from net/http is a line of the program's main:
 //
@@ -120,9 +121,66 @@
 //
 // A handler running inline sees its client leave only when it returns:
 // the connection's events wait for it. Its r.Context() is cancelled by
-// Close, by Shutdown's end, and when it returns. HTTP/2 is not served:
-// TLS offers only "http/1.1" in ALPN, the HTTP/2 preface gets 505, and an
-// "Upgrade: h2c" is ignored (RFC 9110 section 7.8).
+// Close, by Shutdown's end, and when it returns.
+//
+// # HTTP/2
+//
+// HTTP/2 (RFC 9113, with HPACK, RFC 7541, of this module's own) is served
+// as net/http serves it: over TLS when the client offers "h2" in ALPN
+// (TLS 1.2 or later with an AEAD cipher, RFC 9113 section 9.2, unless
+// HTTP2.PermitProhibitedCipherSuites), and on plain connections that
+// start with the HTTP/2 preface (h2c with prior knowledge) when
+// Server.Protocols has SetUnencryptedHTTP2(true). The "Upgrade: h2c"
+// request of RFC 7540, which RFC 9113 removed, is served as HTTP/1.1.
+// Protocols without HTTP/2 turns it off.
+//
+// Handlers get r.ProtoMajor 2, the header as net/http maps HTTP/2's
+// fields (pseudo-header fields in Method, URL, Host and RequestURI,
+// cookies joined), a body streamed under flow control, trailers both
+// ways, 1xx responses, Expect: 100-continue, http.Flusher, and
+// http.ResponseController's Flush, deadlines and EnableFullDuplex;
+// http.Pusher answers http.ErrNotSupported and there is no Hijack, as
+// with net/http. r.Context() is cancelled when the client resets the
+// stream or the connection ends. TestParityH2 sends the differential
+// suite's requests through net/http's client over HTTP/2 to both
+// servers and finds them alike. Differences left on purpose: fields
+// HTTP/2 forbids in a response (Connection, Keep-Alive,
+// Proxy-Connection, Transfer-Encoding, Upgrade) are dropped, where
+// net/http drops only Connection; a "Connection: close" in a response
+// sends GOAWAY, and the connection closes once its streams are done.
+//
+// The connection's frames are read and dispatched on its waiter, as
+// HTTP/1.1's requests are; each request's handler runs on a goroutine of
+// its own, started once the frames of the read that opened it are
+// dispatched (a stream reset in the same read never runs), and gone when
+// the handler returns. A handler that blocks delays neither the other
+// streams of its connection nor other connections. An idle HTTP/2
+// connection holds no goroutine and no buffer: its HPACK tables and a few
+// hundred bytes of state, beyond conn's. The responses of handlers
+// finishing together are written in one system call.
+//
+// Bounds, each tested with a hostile client: at most
+// HTTP2.MaxConcurrentStreams streams (250) per connection, counted until
+// their handlers return, so that neither the client's resets (rapid
+// reset, CVE-2023-44487) nor those it provokes (MadeYouReset,
+// CVE-2025-8671) let more handlers run; a request's fields are limited to
+// MaxHeaderBytes as they are decoded (431 beyond), and its field block,
+// CONTINUATION frames included, to twice that (CVE-2023-45288: the
+// connection closes); request bodies buffer at most the receive windows
+// (1 MiB per connection by default); output waits for the client's windows
+// and, beyond conn's HighWater, for the socket, so a client that reads
+// nothing costs the output bound and is reset after IdleTimeout without
+// progress; a stream whose window stays shut for IdleTimeout is reset;
+// frames that serve no request (SETTINGS, PING, empty DATA, WINDOW_UPDATE
+// of a few bytes, refused or reset streams) are limited to about 1,000
+// per 10 s (GOAWAY ENHANCE_YOUR_CALM beyond; CVE-2019-9512, 9515, 9518),
+// and a window opened a byte at a time gets a few small DATA frames,
+// not one per byte (CVE-2019-9511, 9517).
+//
+// Shutdown sends GOAWAY naming the last stream read; the streams in
+// progress finish and the connection closes. As conn stops reading a
+// connection when Shutdown begins, a stream that then waits for a window
+// or for more of its body is reset instead.
 //
 // # Hijack
 //

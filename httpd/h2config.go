@@ -3,7 +3,6 @@ package httpd
 import (
 	"crypto/tls"
 	"fmt"
-	"time"
 
 	"github.com/gracepoll/gracepoll/internal/h2frame"
 	"github.com/gracepoll/gracepoll/internal/hpack"
@@ -29,8 +28,6 @@ type h2config struct {
 	decoderTable  uint32 // SETTINGS_HEADER_TABLE_SIZE
 	encoderTable  uint32 // the most of the peer's table the encoder uses
 	permitCiphers bool   // PermitProhibitedCipherSuites
-	pingTimeout   time.Duration
-	sendPing      time.Duration
 }
 
 // configure reads Server.Protocols, Server.HTTP2 and MaxHeaderBytes.
@@ -44,7 +41,6 @@ func (c *h2config) configure(s *Server) error {
 	c.decoderTable = hpack.DefaultDynamicTableSize
 	c.encoderTable = hpack.DefaultDynamicTableSize
 	c.maxHeaderList = uint32(cmpOr(s.MaxHeaderBytes, DefaultMaxHeaderBytes))
-	c.pingTimeout = 15 * time.Second
 	cfg := s.HTTP2
 	if cfg == nil {
 		return nil
@@ -61,8 +57,6 @@ func (c *h2config) configure(s *Server) error {
 		return bad("MaxReceiveBufferPerStream", cfg.MaxReceiveBufferPerStream)
 	case cfg.MaxDecoderHeaderTableSize < 0 || cfg.MaxEncoderHeaderTableSize < 0:
 		return bad("Max*HeaderTableSize", cfg.MaxDecoderHeaderTableSize)
-	case cfg.PingTimeout < 0 || cfg.SendPingTimeout < 0:
-		return bad("PingTimeout", cfg.PingTimeout)
 	}
 	if cfg.MaxConcurrentStreams > 0 {
 		c.maxStreams = uint32(cfg.MaxConcurrentStreams)
@@ -84,10 +78,6 @@ func (c *h2config) configure(s *Server) error {
 	if n := cfg.MaxEncoderHeaderTableSize; n > 0 {
 		c.encoderTable = uint32(min(n, 1<<20))
 	}
-	if cfg.PingTimeout > 0 {
-		c.pingTimeout = cfg.PingTimeout
-	}
-	c.sendPing = cfg.SendPingTimeout
 	c.permitCiphers = cfg.PermitProhibitedCipherSuites
 	return nil
 }

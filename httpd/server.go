@@ -36,7 +36,7 @@ var (
 	ErrNotUpgrade = fmt.Errorf("httpd: Hijack of a request that is not an upgrade or CONNECT: %w", http.ErrNotSupported)
 )
 
-// Server serves HTTP/1.1 with an http.Handler. Its fields mirror
+// Server serves HTTP/1.1 and HTTP/2 with an http.Handler. Its fields mirror
 // http.Server's; set them before the first Serve. The zero value serves
 // http.DefaultServeMux with safe defaults.
 type Server struct {
@@ -59,9 +59,14 @@ type Server struct {
 	// h2c" request is served as HTTP/1.1 (RFC 9113 removed the upgrade).
 	Protocols *http.Protocols
 	// HTTP2 configures HTTP/2 as http.Server's field does; nil or zero
-	// fields take the defaults in the package doc (MaxConcurrentStreams
-	// 250, 1 MiB of request body buffered per connection and per
-	// stream, as net/http).
+	// fields take net/http's defaults: MaxConcurrentStreams
+	// DefaultMaxConcurrentStreams, MaxReceiveBufferPerConnection and
+	// MaxReceiveBufferPerStream DefaultMaxReceiveBuffer (both raised to
+	// 64 KiB if set lower), HPACK tables of 4 KiB, frames read of up to
+	// MaxReadFrameSize (16 KiB: RFC 9113's default). A value out of range
+	// is ErrInvalid (net/http takes the default instead).
+	// SendPingTimeout, PingTimeout, WriteByteTimeout and CountError are
+	// not used: IdleTimeout bounds a connection that makes no progress.
 	HTTP2 *http.HTTP2Config
 
 	// ReadHeaderTimeout bounds reading a request head, from its first
