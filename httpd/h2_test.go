@@ -225,7 +225,7 @@ func TestH2Trailers(t *testing.T) {
 		srv := &httpd.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			w.Header().Set("Trailer", "X-Sum")
-			io.WriteString(w, string(b))
+			w.Write(b)
 			w.Header().Set("X-Sum", fmt.Sprintf("%d %s", len(b), r.Trailer.Get("X-Req")))
 			w.Header().Set(http.TrailerPrefix+"X-Late", "late")
 		})}

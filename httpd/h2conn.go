@@ -92,6 +92,7 @@ type h2conn struct {
 	closed     [recentClosed]uint32 // recently closed streams: reset by us if resetBit is set
 	closedN    int
 	enc        *hpack.Encoder
+	hblock     []byte  // scratch for encoding a field block
 	out        *[]byte // frames not yet written; nil when none
 	flushing   bool    // a goroutine is writing out
 	sendWindow int64   // the connection's send window

@@ -32,7 +32,8 @@ type h2response struct {
 	sentHeader  bool
 	head        bool
 	buf         []byte // body held until the HEADERS go out
-	declared    int64  // the handler's Content-Length, or -1
+	small       [256]byte
+	declared    int64 // the handler's Content-Length, or -1
 	written     int64
 	trailers    []string // declared with the Trailer field
 	deadline    time.Time
@@ -41,12 +42,13 @@ type h2response struct {
 	err         error
 }
 
-func newH2Response(st *h2stream) *h2response {
-	w := &h2response{st: st, sc: st.sc, header: make(http.Header), declared: -1, head: st.r.Method == "HEAD"}
+// init readies the response of st, which holds it.
+func (w *h2response) init(st *h2stream) {
+	*w = h2response{st: st, sc: st.sc, header: make(http.Header), declared: -1, head: st.r.Method == "HEAD"}
+	w.buf = w.small[:0]
 	if d := st.sc.hc.h.srv.WriteTimeout; d > 0 {
 		w.deadline = time.Now().Add(d)
 	}
-	return w
 }
 
 // Header returns the header map that WriteHeader sends.
@@ -75,7 +77,13 @@ func (w *h2response) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
-	w.snap = w.header.Clone()
+	// A copy of the map sharing the value slices, as the HTTP/1.1
+	// response's snapshot: Set, Add and Del after WriteHeader leave it
+	// as it was.
+	w.snap = make(http.Header, len(w.header))
+	for k, v := range w.header {
+		w.snap[k] = v
+	}
 	if cl := w.snap.Get("Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.declared = v
@@ -99,7 +107,7 @@ func (w *h2response) informationalLocked(code int, h http.Header) {
 	if w.st.resetErr != nil || w.sc.ended {
 		return
 	}
-	block := w.sc.enc.AppendField(nil, hpack.Field{Name: ":status", Value: strconv.Itoa(code)})
+	block := w.sc.enc.AppendField(w.sc.hblock[:0], hpack.Field{Name: ":status", Value: strconv.Itoa(code)})
 	block = w.appendFields(block, h, true)
 	w.sc.appendBlock(w.st.id, false, block)
 }
@@ -269,7 +277,7 @@ func (w *h2response) headersLocked(held, p []byte, final, endStream bool) {
 			w.sc.goAwayLocked()
 		}
 	}
-	block := w.sc.enc.AppendField(nil, hpack.Field{Name: ":status", Value: statusText(w.status)})
+	block := w.sc.enc.AppendField(w.sc.hblock[:0], hpack.Field{Name: ":status", Value: statusText(w.status)})
 	hasBody := bodyAllowed(w.status)
 	if _, ok := h["Content-Type"]; !ok && hasBody {
 		sniff := held
@@ -284,8 +292,7 @@ func (w *h2response) headersLocked(held, p []byte, final, endStream bool) {
 		block = w.sc.enc.AppendField(block, hpack.Field{Name: "content-length", Value: strconv.FormatInt(w.written, 10)})
 	}
 	if _, ok := h["Date"]; !ok {
-		var arr [29]byte
-		block = w.sc.enc.AppendField(block, hpack.Field{Name: "date", Value: string(w.sc.hc.h.date.Append(arr[:0]))})
+		block = w.sc.enc.AppendField(block, hpack.Field{Name: "date", Value: w.sc.hc.h.date.String()})
 	}
 	block = w.appendFields(block, h, !hasBody)
 	w.sc.appendBlock(w.st.id, endStream, block)
@@ -327,7 +334,7 @@ func (w *h2response) appendFields(block []byte, h http.Header, noBody bool) []by
 // trailerBlock encodes the trailers the handler set: the declared ones
 // and those with http.TrailerPrefix.
 func (w *h2response) trailerBlock() []byte {
-	var block []byte
+	block := w.sc.hblock[:0]
 	add := func(k string, vs []string) {
 		for _, v := range vs {
 			if validH2Value(v) {
@@ -358,6 +365,9 @@ func (sc *h2conn) appendBlock(id uint32, endStream bool, block []byte) {
 		rest = rest[n:]
 	}
 	*sc.out = b
+	if cap(block) <= 16<<10 {
+		sc.hblock = block[:0] // the next block's scratch
+	}
 }
 
 // dataLocked sends p in DATA frames as the windows and the output queue
@@ -436,7 +446,13 @@ func (w *h2response) waitLocked(window bool) error {
 		sc.flush()
 		return errStreamGone
 	}
-	err := st.waitFor(st.wake, w.deadline)
+	sc.mu.Lock()
+	if st.wake == nil {
+		st.wake = make(chan struct{}, 1)
+	}
+	wake, deadline := st.wake, w.deadline
+	sc.mu.Unlock()
+	err := st.waitFor(wake, deadline)
 	if err == nil && sc.c.Draining() {
 		sc.resetStream(st.id, h2frame.CodeCancel)
 		sc.flush()
@@ -494,8 +510,8 @@ func (w *h2response) Push(string, *http.PushOptions) error { return http.ErrNotS
 func (w *h2response) SetReadDeadline(t time.Time) error {
 	w.sc.mu.Lock()
 	w.st.readDeadline = t
-	w.sc.mu.Unlock()
 	signal(w.st.ready)
+	w.sc.mu.Unlock()
 	return nil
 }
 
@@ -503,8 +519,10 @@ func (w *h2response) SetReadDeadline(t time.Time) error {
 // (http.ResponseController): writes after it fail and the stream is
 // reset.
 func (w *h2response) SetWriteDeadline(t time.Time) error {
+	w.sc.mu.Lock()
 	w.deadline = t
 	signal(w.st.wake)
+	w.sc.mu.Unlock()
 	return nil
 }
 

@@ -22,10 +22,14 @@ type h2stream struct {
 	id  uint32
 	ctx *reqCtx
 	r   *http.Request
-	w   *h2response
+	w   *h2response // resp
 
 	handler http.Handler
 
+	resp h2response
+
+	// Made by the goroutine that first waits, under mu (signals to nil
+	// are dropped: no one waits yet).
 	ready chan struct{} // the body has bytes, ended, or the deadline moved
 	wake  chan struct{} // a send window opened, the queue drained, or the stream ended
 
@@ -58,8 +62,6 @@ type h2stream struct {
 func (sc *h2conn) openStream(id uint32, r *http.Request, endStream bool, handler http.Handler) {
 	st := &h2stream{
 		sc: sc, id: id, r: r, ctx: r.Context().(*reqCtx),
-		ready:      make(chan struct{}, 1),
-		wake:       make(chan struct{}, 1),
 		recvWindow: int64(sc.cfg.streamWindow),
 		declared:   -1,
 		remoteDone: endStream,
@@ -85,7 +87,8 @@ func (sc *h2conn) openStream(id uint32, r *http.Request, endStream bool, handler
 	if t := sc.hc.h.srv.ReadTimeout; t > 0 {
 		st.readDeadline = time.Now().Add(t)
 	}
-	st.w = newH2Response(st)
+	st.w = &st.resp
+	st.w.init(st)
 	sc.mu.Lock()
 	st.sendWindow = sc.peerWindow
 	first := sc.running == 0
@@ -190,8 +193,8 @@ func (st *h2stream) reset(err error, byUs bool) {
 	if st.handlerDone {
 		sc.removeLocked(st)
 	}
-	sc.mu.Unlock()
 	signal(st.wake)
+	sc.mu.Unlock()
 	st.ctx.cancel(nil)
 }
 
@@ -342,8 +345,12 @@ func (st *h2stream) Read(p []byte) (int, error) {
 			return 0, io.ErrUnexpectedEOF
 		}
 		deadline := st.readDeadline
+		if st.ready == nil {
+			st.ready = make(chan struct{}, 1)
+		}
+		ready := st.ready
 		sc.mu.Unlock()
-		err := st.waitFor(st.ready, deadline)
+		err := st.waitFor(ready, deadline)
 		sc.mu.Lock()
 		if err != nil {
 			if errors.Is(err, errBodyStalled) {
@@ -419,9 +426,10 @@ func (st *h2stream) waitFor(ch chan struct{}, deadline time.Time) error {
 type h2head struct {
 	method, scheme, authority, path string
 	header                          http.Header
-	regular                         bool   // a regular field came: no pseudo-header may follow
-	trailer                         bool   // decoding trailers: no pseudo-header at all
-	bad                             string // why the request is malformed, if it is
+	vals                            []string // the header's values
+	regular                         bool     // a regular field came: no pseudo-header may follow
+	trailer                         bool     // decoding trailers: no pseudo-header at all
+	bad                             string   // why the request is malformed, if it is
 	cookies                         int
 }
 
@@ -485,9 +493,19 @@ func (sc *h2conn) field(f hpack.Field) error {
 	}
 	if h.header == nil {
 		h.header = make(http.Header, 8)
+		h.vals = make([]string, 0, 8)
 	}
 	k := canonicalH2(name)
-	h.header[k] = append(h.header[k], value)
+	if vs, ok := h.header[k]; ok {
+		h.header[k] = append(vs, value)
+		return nil
+	}
+	// One array holds the values of the fields seen once, as
+	// textproto.Reader does: a value slice of capacity 1 each, so that
+	// an Add copies rather than overwrites its neighbour.
+	n := len(h.vals)
+	h.vals = append(h.vals, value)
+	h.header[k] = h.vals[n : n+1 : n+1]
 	return nil
 }
 

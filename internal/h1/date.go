@@ -11,16 +11,21 @@ import (
 // safe for concurrent use.
 type DateClock struct {
 	sec  atomic.Int64
-	date atomic.Pointer[[]byte]
+	date atomic.Pointer[string]
 }
 
 // Append appends the current time in the HTTP date format.
 func (k *DateClock) Append(b []byte) []byte {
+	return append(b, k.String()...)
+}
+
+// String returns the current time in the HTTP date format.
+func (k *DateClock) String() string {
 	now := time.Now()
 	if s := now.Unix(); k.sec.Load() != s {
-		d := now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)
+		d := now.UTC().Format(http.TimeFormat)
 		k.date.Store(&d) // before sec: whoever sees the second sees a date
 		k.sec.Store(s)
 	}
-	return append(b, *k.date.Load()...)
+	return *k.date.Load()
 }
