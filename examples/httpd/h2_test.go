@@ -48,6 +48,38 @@ func serveH2(t testing.TB, secure bool) *served {
 	return serveSiteWith(t, false, h2cProtocols())
 }
 
+// open is how many connections the server holds.
+func (s *served) open() int64 {
+	if tr := s.srv.Transport(); tr != nil {
+		return tr.Stats().Open
+	}
+	return 0
+}
+
+// waitOpen waits up to d for the server to hold at most n connections
+// and returns how many it holds.
+func (s *served) waitOpen(n int64, d time.Duration) int64 {
+	deadline := time.Now().Add(d)
+	for {
+		open := s.open()
+		if open <= n || time.Now().After(deadline) {
+			return open
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// expectClosed checks that the server closed every connection of a
+// client that has exited (the kernel closed the client's side): one left
+// open is a peer's close the server missed, which would also hold up
+// Shutdown.
+func (s *served) expectClosed(t *testing.T, client string) {
+	t.Helper()
+	if open := s.waitOpen(0, 5*time.Second); open > 0 {
+		t.Errorf("%s has exited, and the server still holds %d of its connections 5 s later: it missed the peer's close", client, open)
+	}
+}
+
 // patternSHA256 is the SHA-256 of /download's first size bytes.
 func patternSHA256(size int64) string {
 	h := sha256.New()
@@ -135,21 +167,35 @@ func h2specError(text string) string {
 }
 
 // TestH2spec runs h2spec's strict conformance suite (RFC 7540 and 7541,
-// and its generic cases) over h2c and over TLS: every case must pass.
+// and its generic cases) over h2c and over TLS: every case must pass,
+// and every connection h2spec opened must be closed once it has exited.
 // h2spec's report names a failing case by an ID that runs it alone.
+//
+// h2c runs twice: with HTTP/1.1 on the same port, as -h2c serves, and
+// without, where a client that is not HTTP/2's is not answered as
+// HTTP/1.1's.
 func TestH2spec(t *testing.T) {
 	bin := h2specBin(t)
-	for _, m := range modes {
+	h2cOnly := new(http.Protocols)
+	h2cOnly.SetUnencryptedHTTP2(true)
+	for _, m := range []struct {
+		name    string
+		secure  bool
+		protos  *http.Protocols
+		runFlag string // the example's flag that serves so, if any
+	}{
+		{"h2c", false, h2cProtocols(), "-h2c"},
+		{"h2c-only", false, h2cOnly, ""},
+		{"TLS", true, nil, "-tls-self-signed"},
+	} {
 		t.Run(m.name, func(t *testing.T) {
-			// The two runs wait on h2spec's timeouts, not on the CPU.
+			// The runs wait on h2spec's timeouts more than on the CPU.
 			t.Parallel()
-			s := serveH2(t, m.secure)
+			s := serveSiteWith(t, m.secure, m.protos)
 			_, port, _ := net.SplitHostPort(s.addr)
 			flags := []string{"--strict"}
-			runFlag := "-h2c"
 			if m.secure {
 				flags = append(flags, "-t", "-k")
-				runFlag = "-tls-self-signed"
 			}
 			report := filepath.Join(t.TempDir(), "h2spec.xml")
 			ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
@@ -167,11 +213,12 @@ func TestH2spec(t *testing.T) {
 				t.Fatalf("h2spec's report: %v\n%s", err, b)
 			}
 			total, passed := 0, 0
-			var failed []string
+			var failed, ids []string
 			for _, suite := range r.Suites {
 				for i, c := range suite.Cases {
 					total++
 					id := fmt.Sprintf("%s/%d", suite.Package, i+1)
+					ids = append(ids, id)
 					switch {
 					case c.Failure != nil:
 						failed = append(failed, fmt.Sprintf("%s (%s: %s) failed: %s", id, suite.Name, c.Name, html.UnescapeString(c.Failure.Text)))
@@ -188,13 +235,36 @@ func TestH2spec(t *testing.T) {
 			for _, f := range failed {
 				t.Error(f)
 			}
+			alone := func(id string) string {
+				cmd := fmt.Sprintf("h2spec %s -p 8080 %s", strings.Join(flags, " "), id)
+				if m.runFlag == "" {
+					return fmt.Sprintf("%s against a server whose Protocols are UnencryptedHTTP2 alone (the example has no flag for it)", cmd)
+				}
+				return fmt.Sprintf("go run ./examples/httpd %s -addr 127.0.0.1:8080 & %s", m.runFlag, cmd)
+			}
 			if len(failed) > 0 {
 				id, _, _ := strings.Cut(failed[0], " ")
 				// h2spec's own account adds the requirement each case
 				// checks.
 				_, account, _ := strings.Cut(string(out), "\nFailures:")
-				t.Errorf("h2spec's account of the failures:%s\nto run a case alone: go run ./examples/httpd %s -addr 127.0.0.1:8080 & h2spec %s -p 8080 %s",
-					account, runFlag, strings.Join(flags, " "), id)
+				t.Errorf("h2spec's account of the failures:%s\nto run a case alone: %s", account, alone(id))
+			}
+			if stuck := s.waitOpen(0, 5*time.Second); stuck > 0 {
+				// Which cases: each alone, watching the count.
+				open := stuck
+				var leaky []string
+				for _, id := range ids {
+					exec.CommandContext(ctx, bin, append(slices.Clone(flags), "-h", "127.0.0.1", "-p", port, id)...).Run()
+					if now := s.waitOpen(open, 500*time.Millisecond); now > open {
+						leaky = append(leaky, id)
+						open = now
+					}
+				}
+				msg := fmt.Sprintf("h2spec has exited, and the server still holds %d of its connections 5 s later: it missed their peer's close", stuck)
+				if len(leaky) > 0 {
+					msg += fmt.Sprintf("; the cases that leave one open, run alone: %q (to see one: %s, then ss -tan | grep CLOSE-WAIT)", leaky, alone(leaky[0]))
+				}
+				t.Error(msg)
 			}
 			if total != h2specCases {
 				t.Errorf("h2spec ran %d cases, want %d", total, h2specCases)
@@ -428,6 +498,25 @@ func TestNghttp(t *testing.T) {
 					t.Errorf("nghttp download: %d bytes, sha256 %x; want %d bytes of the pattern", len(out), sum, size)
 				}
 			})
+			s.expectClosed(t, "nghttp")
+
+			t.Run("gone while flow-blocked", func(t *testing.T) {
+				// -w 0: a stream window of 0, so the download's DATA
+				// waits for a WINDOW_UPDATE that never comes; then the
+				// client dies. The server must see the connection end,
+				// close it and end the handler (whose Write fails).
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancel()
+				exec.CommandContext(ctx, "nghttp", "-n", "-w", "0", base+"/download?size=1048576").Run()
+				s.expectClosed(t, "nghttp -w 0, killed")
+				deadline := time.Now().Add(5 * time.Second)
+				for !slices.Contains(s.log.all(), "GET /download 200") {
+					if time.Now().After(deadline) {
+						t.Fatalf("the /download handler has not returned 5 s after its client died; requests done: %q", s.log.all())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
 		})
 	}
 }
@@ -463,6 +552,7 @@ func TestH2loadH2(t *testing.T) {
 					t.Logf("h2load %s: %s", strings.Join(run.args[:len(run.args)-1], " "), line)
 				}
 			}
+			s.expectClosed(t, "h2load")
 		})
 	}
 }
@@ -677,4 +767,5 @@ func TestChromiumH2(t *testing.T) {
 			t.Errorf("request not served as HTTP/2.0 with 200: %s", r)
 		}
 	}
+	s.expectClosed(t, "chromium")
 }

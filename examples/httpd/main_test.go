@@ -38,6 +38,7 @@ type served struct {
 	base string // scheme://host:port
 	ca   *selfsigned.CA
 	log  *requestLog
+	srv  *httpd.Server
 }
 
 // requestLog records the method, path and status of every request the
@@ -92,6 +93,7 @@ func serveSiteWith(t testing.TB, secure bool, protos *http.Protocols) *served {
 	t.Helper()
 	s := &served{log: &requestLog{}}
 	srv := &httpd.Server{Handler: s.log.wrap(newMux()), ErrorLog: log.New(io.Discard, "", 0), Protocols: protos}
+	s.srv = srv
 	if secure {
 		ca, err := selfsigned.NewCA("gracepoll examples/httpd CA")
 		if err != nil {
