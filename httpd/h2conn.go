@@ -101,6 +101,7 @@ type h2conn struct {
 	connRefund uint32  // body bytes read whose window is not yet returned
 	recvWindow int64   // what the client may still send on the connection
 	goAway     bool    // GOAWAY sent: no new stream
+	eof        bool    // the client closed its side
 	ended      bool    // the connection is gone
 	unhold     func()  // conn.Conn.Hold's while handlers run
 }
@@ -547,6 +548,10 @@ func (sc *h2conn) refundLocked(n uint32) {
 	}
 }
 
+// unreadLocked reports that the connection is no longer read: the
+// client closed its side, or Shutdown began. The caller holds mu.
+func (sc *h2conn) unreadLocked() bool { return sc.eof || sc.c.Draining() }
+
 // OnDrain: the output queue fell to LowWater; streams waiting for it
 // go on.
 func (sc *h2conn) OnDrain(c *conn.Conn) {
@@ -567,10 +572,13 @@ func (sc *h2conn) OnTimeout(c *conn.Conn) {
 // finish their responses; the connection closes after the last.
 func (sc *h2conn) OnReadEOF(c *conn.Conn) {
 	sc.mu.Lock()
-	sc.goAway = true
+	sc.goAway, sc.eof = true, true
 	idle := sc.running == 0
 	for _, st := range sc.streams {
+		// No body byte and no WINDOW_UPDATE can come any more: readers
+		// end, and writers waiting for a window are reset.
 		st.bodyEnd(errStreamGone)
+		signal(st.wake)
 	}
 	sc.mu.Unlock()
 	if idle {

@@ -439,21 +439,23 @@ func (w *h2response) waitLocked(window bool) error {
 		}
 		return nil
 	}
-	if sc.c.Draining() {
-		// Shutdown, or the client's FIN: no WINDOW_UPDATE is read any
-		// more.
-		sc.resetStream(st.id, h2frame.CodeCancel)
-		sc.flush()
-		return errStreamGone
-	}
 	sc.mu.Lock()
+	unread := sc.unreadLocked()
 	if st.wake == nil {
 		st.wake = make(chan struct{}, 1)
 	}
 	wake, deadline := st.wake, w.deadline
 	sc.mu.Unlock()
-	err := st.waitFor(wake, deadline)
-	if err == nil && sc.c.Draining() {
+	var err error
+	if !unread {
+		err = st.waitFor(wake, deadline)
+		sc.mu.Lock()
+		unread = sc.unreadLocked()
+		sc.mu.Unlock()
+	}
+	if err == nil && unread {
+		// Shutdown, or the client's FIN: no WINDOW_UPDATE is read any
+		// more.
 		sc.resetStream(st.id, h2frame.CodeCancel)
 		sc.flush()
 		return errStreamGone

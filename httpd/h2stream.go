@@ -340,7 +340,7 @@ func (st *h2stream) Read(p []byte) (int, error) {
 			return 0, st.bodyErr
 		}
 		sc.flushLocked() // a 100 Continue
-		if sc.c.Draining() {
+		if sc.unreadLocked() {
 			// Shutdown, or the client's FIN: nothing more is read.
 			return 0, io.ErrUnexpectedEOF
 		}
