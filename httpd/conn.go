@@ -44,6 +44,7 @@ type handler struct {
 	parsers   sync.Pool // *parser
 	outBufs   sync.Pool // *[]byte, inline output
 	responses sync.Pool // *response, of inline requests
+	heads     sync.Pool // *h2head, an HTTP/2 request's fields as decoded
 	switched  switchedSet
 
 	http1 bool     // HTTP/1 is served (Server.Protocols)

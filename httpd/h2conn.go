@@ -72,7 +72,7 @@ type h2conn struct {
 	cfg *h2config
 
 	// The waiter's.
-	dec         *hpack.Decoder
+	dec         hpack.Decoder
 	preface     bool   // the client's preface has been read
 	settings    bool   // its first SETTINGS has been read
 	block       []byte // a field block waiting for its CONTINUATION frames
@@ -81,7 +81,7 @@ type h2conn struct {
 	blockErr    error // the HEADERS frame's own stream error, if any
 	junk        int
 	junkStart   time.Time
-	head        h2head // the request being decoded
+	head        *h2head // the request being decoded, from the server's pool during a block
 	emit        func(hpack.Field) error
 	starting    []*h2stream // streams opened by this read, their handlers not yet started
 
@@ -91,7 +91,7 @@ type h2conn struct {
 	lastStream uint32               // the highest stream the client opened
 	closed     [recentClosed]uint32 // recently closed streams: reset by us if resetBit is set
 	closedN    int
-	enc        *hpack.Encoder
+	enc        hpack.Encoder
 	hblock     []byte  // scratch for encoding a field block
 	out        *[]byte // frames not yet written; nil when none
 	flushing   bool    // a goroutine is writing out
@@ -117,8 +117,8 @@ func (hc *hconn) startH2() {
 	h := hc.h
 	sc := &h2conn{
 		hc: hc, c: hc.c, cfg: &h.h2,
-		dec:        hpack.NewDecoder(h.h2.decoderTable, h.h2.maxHeaderList),
-		enc:        hpack.NewEncoder(),
+		dec:        *hpack.NewDecoder(h.h2.decoderTable, h.h2.maxHeaderList),
+		enc:        *hpack.NewEncoder(),
 		recvWindow: int64(h.h2.connWindow),
 		sendWindow: 65535,
 		peerWindow: 65535,

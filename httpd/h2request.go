@@ -72,14 +72,22 @@ func (sc *h2conn) onBlock(id uint32, flags h2frame.Flags, block []byte) bool {
 	goAway := sc.goAway
 	sc.mu.Unlock()
 
-	sc.head.reset(!newStream)
+	head, _ := sc.hc.h.heads.Get().(*h2head)
+	if head == nil {
+		head = new(h2head)
+	}
+	head.reset(!newStream)
+	sc.head = head
+	defer func() {
+		head.reset(false) // the strings are the request's now
+		sc.head = nil
+		sc.hc.h.heads.Put(head)
+	}()
 	err := sc.dec.Decode(block, sc.emit)
 	tooLarge := errors.Is(err, hpack.ErrListTooLarge)
 	if err != nil && !tooLarge {
 		return sc.fail(h2frame.CodeCompressionError, err.Error())
 	}
-	head := &sc.head
-	defer head.reset(false) // the strings are the request's now
 
 	switch {
 	case id%2 == 0:

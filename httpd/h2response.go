@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,14 @@ func (w *h2response) send(p []byte, end bool) error {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	err := w.sendLocked(p, end)
+	if end && sc.running > 1 && !sc.flushing {
+		// Other handlers of the connection run: yield once, so that
+		// those about to finish add their responses to this write
+		// (a group commit); the one that writes takes them all.
+		sc.mu.Unlock()
+		runtime.Gosched()
+		sc.mu.Lock()
+	}
 	sc.flushLocked()
 	if err != nil && w.err == nil {
 		w.err = err
@@ -305,7 +314,7 @@ func (w *h2response) headersLocked(held, p []byte, final, endStream bool) {
 // HTTP/2 forbids (section 8.2.2), trailers, invalid names and values,
 // and the framing fields of a response without a body.
 func (w *h2response) appendFields(block []byte, h http.Header, noBody bool) []byte {
-	enc := w.sc.enc
+	enc := &w.sc.enc
 	for k, vs := range h {
 		switch k {
 		case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer":

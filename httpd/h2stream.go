@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -113,7 +114,14 @@ func (sc *h2conn) openStream(id uint32, r *http.Request, endStream bool, handler
 // opened, once they are all read: a stream the client reset in the same
 // read never runs its handler, and the handlers of one read start
 // together, so that their responses tend to leave in one write.
+//
+// Then the waiter yields once: the handlers run before it polls again
+// (on a single P it would otherwise hold it, in epoll_wait, for up to the
+// poller's hold), and those that finish at once leave their responses in
+// the connection's buffer, which the waiter writes in one call as OnData
+// returns.
 func (sc *h2conn) startHandlers() {
+	started := false
 	for i, st := range sc.starting {
 		sc.starting[i] = nil
 		sc.mu.Lock()
@@ -124,10 +132,11 @@ func (sc *h2conn) startHandlers() {
 			continue
 		}
 		go st.run(st.handler)
+		started = true
 	}
-	sc.starting = sc.starting[:0]
-	if cap(sc.starting) > 64 {
-		sc.starting = nil
+	sc.starting = nil // an idle connection keeps no slice
+	if started {
+		runtime.Gosched()
 	}
 }
 
@@ -244,6 +253,13 @@ func (st *h2stream) data(p []byte, n int64, end bool) (h2frame.ErrCode, bool) {
 	if st.bodyClosed {
 		sc.refundLocked(uint32(len(p)))
 	} else {
+		if st.bodyR > 0 && len(st.body)+len(p) > cap(st.body) {
+			// Move the unread bytes to the front rather than grow: the
+			// buffer stays within about the window, however long the
+			// body.
+			st.body = st.body[:copy(st.body, st.body[st.bodyR:])]
+			st.bodyR = 0
+		}
 		st.body = append(st.body, p...)
 	}
 	if end {
@@ -439,7 +455,7 @@ func (h *h2head) reset(trailer bool) {
 
 // field takes one decoded field: it is the decoder's emit function.
 func (sc *h2conn) field(f hpack.Field) error {
-	h := &sc.head
+	h := sc.head
 	if h.bad != "" {
 		return nil
 	}
