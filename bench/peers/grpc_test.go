@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,8 @@ const (
 	grpcCount = "/" + grpcService + "/Count" // server streaming: 0..n-1
 	grpcSum   = "/" + grpcService + "/Sum"   // client streaming: the sum of the numbers sent
 	grpcChat  = "/" + grpcService + "/Chat"  // bidirectional: a greeting, then each message reversed
+	grpcMeta  = "/" + grpcService + "/Meta"  // unary: metadata "x-big" back in header "x-big" and trailer "x-big-t"
+	grpcFlood = "/" + grpcService + "/Flood" // server streaming: 64 KiB messages until the send fails
 )
 
 // The Fail method's status, metadata and detail; the message has a
@@ -65,6 +68,8 @@ type grpcWaits struct {
 	started chan struct{} // the handler is waiting on its context
 	handler chan error    // ctx.Err() as the handler saw it
 	request chan error    // r.Context().Err() right after ServeHTTP returned
+	flood   chan error    // Flood: r.Context().Err() right after ServeHTTP returned
+	flooded atomic.Int64  // Flood: how many messages SendMsg took so far
 }
 
 func (w *grpcWaits) waits() *grpcWaits { return w }
@@ -122,6 +127,21 @@ var grpcEchoDesc = grpc.ServiceDesc{
 				w.handler <- ctx.Err()
 				return nil, status.Error(codes.Unknown, "the context was not cancelled")
 			}),
+		grpcUnary("Meta", func() proto.Message { return new(emptypb.Empty) },
+			func(ctx context.Context, _ *grpcWaits, _ proto.Message) (proto.Message, error) {
+				md, _ := metadata.FromIncomingContext(ctx)
+				v := md.Get("x-big")
+				if len(v) != 1 {
+					return nil, status.Errorf(codes.InvalidArgument, "%d x-big values", len(v))
+				}
+				if err := grpc.SetHeader(ctx, metadata.Pairs("x-big", v[0])); err != nil {
+					return nil, err
+				}
+				if err := grpc.SetTrailer(ctx, metadata.Pairs("x-big-t", v[0])); err != nil {
+					return nil, err
+				}
+				return new(emptypb.Empty), nil
+			}),
 	},
 	Streams: []grpc.StreamDesc{
 		{StreamName: "Count", ServerStreams: true, Handler: func(_ any, s grpc.ServerStream) error {
@@ -167,6 +187,21 @@ var grpcEchoDesc = grpc.ServiceDesc{
 				}
 			}
 		}},
+		{StreamName: "Flood", ServerStreams: true, Handler: func(srv any, s grpc.ServerStream) error {
+			if err := s.RecvMsg(new(emptypb.Empty)); err != nil {
+				return err
+			}
+			m := wrapperspb.Bytes(make([]byte, 64<<10))
+			sent := &srv.(grpcEchoAPI).waits().flooded
+			sent.Store(0)
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+				if err := s.SendMsg(m); err != nil {
+					return err
+				}
+				sent.Add(1)
+			}
+			return status.Error(codes.Unknown, "still sending after 10 s")
+		}},
 	},
 }
 
@@ -201,7 +236,8 @@ func TestGRPCOverHTTPD(t *testing.T) {
 				mode = "tls"
 			}
 			t.Run(s.name+"/"+mode, func(t *testing.T) {
-				cc, w := grpcSetup(t, secure, s.serve)
+				dial, w := grpcSetup(t, secure, s.serve)
+				cc := dial(t)
 				t.Run("unary", func(t *testing.T) { grpcTestUnary(t, cc) })
 				t.Run("server-stream", func(t *testing.T) { grpcTestServerStream(t, cc) })
 				t.Run("client-stream", func(t *testing.T) { grpcTestClientStream(t, cc) })
@@ -210,6 +246,8 @@ func TestGRPCOverHTTPD(t *testing.T) {
 				t.Run("deadline", func(t *testing.T) { grpcTestDeadline(t, cc, w) })
 				t.Run("large", func(t *testing.T) { grpcTestLarge(t, cc) })
 				t.Run("concurrent", func(t *testing.T) { grpcTestConcurrent(t, cc) })
+				t.Run("big-metadata", func(t *testing.T) { grpcTestBigMetadata(t, cc) })
+				t.Run("cancel-blocked-write", func(t *testing.T) { grpcTestCancelBlockedWrite(t, dial, w) })
 			})
 		}
 	}
@@ -218,9 +256,9 @@ func TestGRPCOverHTTPD(t *testing.T) {
 // grpcSetup starts a grpc.Server behind serve's HTTP server, over TLS if
 // secure, else h2c, and returns a client connected to it. The handler
 // checks that every request came over HTTP/2, by ALPN on TLS.
-func grpcSetup(t *testing.T, secure bool, serve func(*testing.T, http.Handler, *tls.Config) string) (*grpc.ClientConn, *grpcWaits) {
+func grpcSetup(t *testing.T, secure bool, serve func(*testing.T, http.Handler, *tls.Config) string) (dial func(*testing.T, ...grpc.DialOption) *grpc.ClientConn, _ *grpcWaits) {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(grpcMaxMsg), grpc.MaxSendMsgSize(grpcMaxMsg))
-	w := &grpcWaits{started: make(chan struct{}, 4), handler: make(chan error, 4), request: make(chan error, 4)}
+	w := &grpcWaits{started: make(chan struct{}, 4), handler: make(chan error, 4), request: make(chan error, 4), flood: make(chan error, 4)}
 	gs.RegisterService(&grpcEchoDesc, w)
 	t.Cleanup(gs.Stop)
 
@@ -239,7 +277,13 @@ func grpcSetup(t *testing.T, secure bool, serve func(*testing.T, http.Handler, *
 		case !secure && r.TLS != nil:
 			bad.Add("%s %s: on TLS, want h2c", r.Method, r.URL.Path)
 		}
-		if r.URL.Path != grpcWait {
+		switch r.URL.Path {
+		case grpcFlood:
+			gs.ServeHTTP(rw, r)
+			w.flood <- r.Context().Err()
+			return
+		case grpcWait:
+		default:
 			gs.ServeHTTP(rw, r)
 			return
 		}
@@ -259,19 +303,23 @@ func grpcSetup(t *testing.T, secure bool, serve func(*testing.T, http.Handler, *
 		creds = credentials.NewTLS(clientConfig) // offers h2 by ALPN, and insists on it
 	}
 	addr := serve(t, h, serverConfig)
-	cc, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxMsg), grpc.MaxCallSendMsgSize(grpcMaxMsg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	// One call first, so that a server that does not speak gRPC fails
-	// once here rather than in every subtest.
-	if err := cc.Invoke(grpcContext(t), grpcEcho, wrapperspb.Bytes([]byte("first")), new(wrapperspb.BytesValue)); err != nil {
-		t.Fatalf("first call: %v", err)
-	}
-	return cc, w
+	return func(t *testing.T, opts ...grpc.DialOption) *grpc.ClientConn {
+		opts = append([]grpc.DialOption{
+			grpc.WithTransportCredentials(creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcMaxMsg), grpc.MaxCallSendMsgSize(grpcMaxMsg)),
+		}, opts...)
+		cc, err := grpc.NewClient(addr, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		// One call first, so that a server that does not speak gRPC
+		// fails once here rather than in every subtest.
+		if err := cc.Invoke(grpcContext(t), grpcEcho, wrapperspb.Bytes([]byte("first")), new(wrapperspb.BytesValue)); err != nil {
+			t.Fatalf("first call: %v", err)
+		}
+		return cc
+	}, w
 }
 
 // serveNetHTTPForGRPC serves h with net/http's server: by ALPN over TLS
@@ -557,5 +605,85 @@ func grpcTestConcurrent(t *testing.T, cc *grpc.ClientConn) {
 	slices.Sort(peers)
 	if peers = slices.Compact(peers); len(peers) != 1 || peers[0] == "" {
 		t.Errorf("the calls came from %q, want one connection", peers)
+	}
+}
+
+// grpcTestBigMetadata sends and gets back header blocks larger than a
+// frame (16 KiB by default): the request's headers, the response's
+// headers and its trailers each take CONTINUATION frames.
+func grpcTestBigMetadata(t *testing.T, cc *grpc.ClientConn) {
+	// Random letters: HPACK's Huffman code shrinks them by a quarter at
+	// most, so 40 KiB stay well over two frames, and under httpd's
+	// default header list limit (MaxHeaderBytes, 64 KiB).
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 40<<10)
+	rand.Read(b)
+	for i := range b {
+		b[i] = letters[int(b[i])%len(letters)]
+	}
+	big := string(b)
+	ctx := metadata.AppendToOutgoingContext(grpcContext(t), "x-big", big)
+	var header, trailer metadata.MD
+	if err := cc.Invoke(ctx, grpcMeta, new(emptypb.Empty), new(emptypb.Empty), grpc.Header(&header), grpc.Trailer(&trailer)); err != nil {
+		t.Fatal(err)
+	}
+	if v := header.Get("x-big"); len(v) != 1 || v[0] != big {
+		t.Errorf("header x-big: %d values, want the %d bytes sent", len(v), len(big))
+	}
+	if v := trailer.Get("x-big-t"); len(v) != 1 || v[0] != big {
+		t.Errorf("trailer x-big-t: %d values, want the %d bytes sent", len(v), len(big))
+	}
+}
+
+// grpcTestCancelBlockedWrite cancels a call whose handler sends faster
+// than the client reads: once the client stops reading, the handler's
+// Write waits for flow-control window that will not come, and the
+// client's RST_STREAM must end that wait, so that ServeHTTP returns.
+// The client has windows of 64 KiB, fixed (no BDP estimation growing
+// them), so that the server runs out of window at once.
+func grpcTestCancelBlockedWrite(t *testing.T, dial func(*testing.T, ...grpc.DialOption) *grpc.ClientConn, w *grpcWaits) {
+	cc := dial(t, grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+	ctx, cancel := context.WithCancel(grpcContext(t))
+	defer cancel()
+	s, err := cc.NewStream(ctx, &grpcEchoDesc.Streams[3], grpcFlood)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(new(emptypb.Empty)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := s.RecvMsg(new(wrapperspb.BytesValue)); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	// Long enough for the server to fill every window and block.
+	time.Sleep(200 * time.Millisecond)
+	// With 64 KiB windows a server that blocks its writer has taken a
+	// few messages: what the client read, what is in flight, and the
+	// server's own buffers. Hundreds would mean the handler's output
+	// piles up in memory while the client does not read. (Counted
+	// before the cancel: after it, grpc's ServeHTTP ignores failing
+	// Writes until it sees the context end, and SendMsg spins.)
+	if n := w.flooded.Load(); n > 64 {
+		t.Errorf("the handler sent %d messages of 64 KiB to a client that read 2: its writes did not wait for flow control", n)
+	} else {
+		t.Logf("the handler sent %d messages of 64 KiB; the client read 2", n)
+	}
+	cancel()
+	select {
+	case err := <-w.flood:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("r.Context().Err() after ServeHTTP: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("ServeHTTP still running 5 s after the client cancelled: a Write blocked on flow control did not end with the stream")
+	}
+
+	if err := cc.Invoke(grpcContext(t), grpcEcho, wrapperspb.Bytes([]byte("after")), new(wrapperspb.BytesValue)); err != nil {
+		t.Fatalf("a call after the cancel: %v", err)
 	}
 }
