@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
@@ -27,6 +28,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gracepoll/gracepoll/internal/selfsigned"
 )
 
 // The HTTP/2 tests run each client over both ways into HTTP/2: TLS with
@@ -558,19 +561,29 @@ func TestH2loadH2(t *testing.T) {
 }
 
 // h2Client is a Go client that speaks HTTP/2 to s: by ALPN over TLS,
-// trusting s's CA, or with prior knowledge on plain TCP. It dials s.addr
-// whatever the URL's host.
+// trusting s's CA, or with prior knowledge on plain TCP.
 func (s *served) h2Client() *http.Client {
+	var roots *x509.CertPool
+	if s.ca != nil {
+		roots = s.ca.Pool()
+	}
+	return newH2Client(s.addr, roots)
+}
+
+// newH2Client is a Go client that speaks HTTP/2 to addr, whatever the
+// URL's host: over TLS trusting roots alone, by ALPN, or if roots is nil
+// with prior knowledge on plain TCP.
+func newH2Client(addr string, roots *x509.CertPool) *http.Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "tcp", s.addr)
+			return d.DialContext(ctx, "tcp", addr)
 		},
 		// With DialContext set, the Transport tries h2 only when told.
 		ForceAttemptHTTP2: true,
 	}
-	if s.ca != nil {
-		tr.TLSClientConfig = &tls.Config{RootCAs: s.ca.Pool()}
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
 	} else {
 		p := new(http.Protocols)
 		p.SetUnencryptedHTTP2(true)
@@ -742,6 +755,60 @@ func TestGoClientH2(t *testing.T) {
 					t.Errorf("read %d bytes: %v", n, err)
 				}
 			})
+		})
+	}
+}
+
+// TestRunShutdownH2 is TestRunShutdown's clean case over HTTP/2: a
+// download in progress when the signal comes finishes, though most of it
+// is still to be sent then, on WINDOW_UPDATEs that the server must keep
+// reading while it shuts down.
+func TestRunShutdownH2(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			args := []string{"-h2c"}
+			caFile := filepath.Join(t.TempDir(), "ca.pem")
+			if m.secure {
+				args = []string{"-tls-self-signed", "-tls-cacert-out", caFile}
+			}
+			addr, out, stop, wait := startRun(t, append(args, "-shutdown-timeout", "10s")...)
+			var roots *x509.CertPool
+			url := "http://" + addr
+			if m.secure {
+				var err error
+				if roots, err = selfsigned.LoadPool(caFile); err != nil {
+					t.Fatal(err)
+				}
+				_, port, _ := net.SplitHostPort(addr)
+				url = "https://localhost:" + port
+			}
+			// 32 MiB: several times Go's client's stream window (4 MiB)
+			// and the sockets' buffers.
+			const size = 32 << 20
+			resp, err := newH2Client(addr, roots).Get(fmt.Sprintf("%s/download?size=%d", url, size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.Proto != "HTTP/2.0" {
+				t.Fatalf("served as %s", resp.Proto)
+			}
+			first := make([]byte, 1<<10)
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			time.Sleep(100 * time.Millisecond)
+			n, err := checkPattern(io.MultiReader(bytes.NewReader(first), resp.Body))
+			if err != nil || n != size {
+				t.Errorf("download in progress at shutdown: %d bytes, %v; want all %d", n, err, size)
+			}
+			if err := wait(); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if !strings.Contains(out.String(), "shut down cleanly") {
+				t.Errorf("output lacks the clean shutdown:\n%s", out)
+			}
 		})
 	}
 }
