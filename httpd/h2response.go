@@ -177,6 +177,13 @@ func (w *h2response) send(p []byte, end bool) error {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	err := w.sendLocked(p, end)
+	if st := w.st; st.sentEnd && st.remoteDone && st.resetErr == nil {
+		// Closed on both sides (section 5.1): the client may open
+		// another stream in its place now, so it no longer counts
+		// against MAX_CONCURRENT_STREAMS, though its goroutine has yet
+		// to return from finishing it.
+		sc.removeLocked(st)
+	}
 	if end && sc.running > 1 && !sc.flushing {
 		// Other handlers of the connection run: yield once, so that
 		// those about to finish add their responses to this write
