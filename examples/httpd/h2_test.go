@@ -508,16 +508,26 @@ func TestNghttp(t *testing.T) {
 				// waits for a WINDOW_UPDATE that never comes; then the
 				// client dies. The server must see the connection end,
 				// close it and end the handler (whose Write fails).
-				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-				defer cancel()
-				exec.CommandContext(ctx, "nghttp", "-n", "-w", "0", base+"/download?size=1048576").Run()
-				s.expectClosed(t, "nghttp -w 0, killed")
-				deadline := time.Now().Add(5 * time.Second)
-				for !slices.Contains(s.log.all(), "GET /download 200") {
+				cmd := exec.Command("nghttp", "-n", "-w", "0", base+"/download?size=1048576")
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer cmd.Wait()
+				defer cmd.Process.Kill()
+				for deadline := time.Now().Add(timeout); s.log.running() == 0; time.Sleep(5 * time.Millisecond) {
 					if time.Now().After(deadline) {
-						t.Fatalf("the /download handler has not returned 5 s after its client died; requests done: %q", s.log.all())
+						t.Fatalf("nghttp's request did not reach its handler within %v", timeout)
 					}
-					time.Sleep(10 * time.Millisecond)
+				}
+				// Let the handler fill what it may and block.
+				time.Sleep(100 * time.Millisecond)
+				cmd.Process.Kill()
+				cmd.Wait()
+				s.expectClosed(t, "nghttp -w 0, killed")
+				for deadline := time.Now().Add(5 * time.Second); s.log.running() > 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the /download handler has not returned 5 s after its client died")
+					}
 				}
 			})
 		})

@@ -45,13 +45,17 @@ type served struct {
 // server answered, and its protocol: a browser's view of a page load is
 // checked against it.
 type requestLog struct {
-	mu     sync.Mutex
-	reqs   []string
-	protos []string
+	mu      sync.Mutex
+	started int // handlers called, finished or not
+	reqs    []string
+	protos  []string
 }
 
 func (l *requestLog) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.started++
+		l.mu.Unlock()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		l.mu.Lock()
@@ -59,6 +63,13 @@ func (l *requestLog) wrap(next http.Handler) http.Handler {
 		l.protos = append(l.protos, r.Proto)
 		l.mu.Unlock()
 	})
+}
+
+// running is how many handlers have been called and not returned.
+func (l *requestLog) running() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started - len(l.reqs)
 }
 
 // all returns the requests as "GET /path 200".
