@@ -485,3 +485,54 @@ func TestH2ConnState(t *testing.T) {
 		t.Errorf("states %s", got)
 	}
 }
+
+// TestH2ConcurrentDownloads: large responses on streams of one
+// connection arrive intact, each byte where it belongs, whatever the
+// windows and the output queue make the writers wait for.
+func TestH2ConcurrentDownloads(t *testing.T) {
+	bothH2(t, func(t *testing.T, useTLS bool) {
+		const size = 16 << 20
+		srv := &httpd.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			buf := make([]byte, 32<<10)
+			for off := 0; off < size; off += len(buf) {
+				for i := range buf {
+					buf[i] = byte((off + i) * 7 / 3)
+				}
+				if _, err := w.Write(buf); err != nil {
+					return
+				}
+			}
+		})}
+		base, c := h2Server(t, srv, useTLS)
+		var wg sync.WaitGroup
+		for d := range 4 {
+			wg.Go(func() {
+				resp, err := c.Get(base + "/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				buf := make([]byte, 50000)
+				off := 0
+				for {
+					n, err := resp.Body.Read(buf)
+					for i := range n {
+						if want := byte((off + i) * 7 / 3); buf[i] != want {
+							t.Errorf("download %d: byte %d is %#x, want %#x", d, off+i, buf[i], want)
+							return
+						}
+					}
+					off += n
+					if err != nil {
+						if err != io.EOF || off != size {
+							t.Errorf("download %d: %d bytes, %v", d, off, err)
+						}
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
