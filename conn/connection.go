@@ -39,20 +39,21 @@ const (
 
 // Bits of Conn.flags.
 const (
-	flagDeadlines  = 1 << iota // one was ever set (deadline.go): reads pay nothing otherwise
-	flagDialing                // a connect was pending (dial.go); stays set if it failed
-	flagOwnHandler             // served by connExt.h, not the server's Handler (Dial's h)
-	flagHigh                   // above HighWater, until LowWater
-	flagNoWrite                // writes refused (writeErr is not nil)
-	flagFinishing              // Shutdown or the peer's FIN: answer what was read, then close
-	flagFinWait                // closing, all output sent and FIN out: only the peer's FIN is awaited (Server.finWaits)
-	flagReadable               // Readable is in the registered interest set (events)
-	flagClosing                // state is closing or later
-	flagEnding                 // state is ending or later
-	flagTLS                    // connExt.tls is the connection's TLS (tls.go); set before it is registered
-	flagHandshake              // its TLS handshake has not completed; stays set if it failed
-	flagWake                   // Wake: offer OnData at the next event, input or none (handoff.go)
-	flagWakeDrain              // Flush drained the queue from above HighWater: OnDrain and the offer at the next event
+	flagDeadlines     = 1 << iota // one was ever set (deadline.go): reads pay nothing otherwise
+	flagDialing                   // a connect was pending (dial.go); stays set if it failed
+	flagOwnHandler                // served by connExt.h, not the server's Handler (Dial's h)
+	flagHigh                      // above HighWater, until LowWater
+	flagNoWrite                   // writes refused (writeErr is not nil)
+	flagFinishing                 // Shutdown or the peer's FIN: answer what was read, then close
+	flagFinWait                   // closing, all output sent and FIN out: only the peer's FIN is awaited (Server.finWaits)
+	flagReadable                  // Readable is in the registered interest set (events)
+	flagClosing                   // state is closing or later
+	flagEnding                    // state is ending or later
+	flagTLS                       // connExt.tls is the connection's TLS (tls.go); set before it is registered
+	flagHandshake                 // its TLS handshake has not completed; stays set if it failed
+	flagWake                      // Wake: offer OnData at the next event, input or none (handoff.go)
+	flagWakeDrain                 // Flush drained the queue from above HighWater: OnDrain and the offer at the next event
+	flagReadFinishing             // ReadWhileFinishing: reading goes on while finishing
 )
 
 // Conn is one connection. Its methods are safe for concurrent use, except
@@ -659,7 +660,7 @@ func (c *Conn) updateLocked() {
 	case c.eof:
 	case c.state == stClosing:
 		want |= poller.Readable
-	case !c.paused && f&(flagHigh|flagFinishing) == 0:
+	case !c.paused && f&flagHigh == 0 && f&(flagFinishing|flagReadFinishing) != flagFinishing:
 		want |= poller.Readable
 	}
 	if len(c.out) > 0 || c.state == stOpen && f&flagFinishing != 0 && !c.heldLocked() || c.tlsPendingLocked() ||

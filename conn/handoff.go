@@ -114,6 +114,19 @@ func (c *Conn) wakeAt(flag uint32) error {
 	return nil
 }
 
+// ReadWhileFinishing keeps the connection read once it is finishing
+// (Shutdown began): its handler goes on receiving input, for a protocol
+// that needs its peer's messages to complete the replies in progress,
+// such as HTTP/2's flow-control updates, and refuses new requests
+// itself. The connection still closes once the handler has answered what
+// it read and no Hold is out, and Shutdown's context still bounds it.
+func (c *Conn) ReadWhileFinishing() {
+	c.mu.Lock()
+	c.flags.Or(flagReadFinishing)
+	c.updateLocked()
+	c.mu.Unlock()
+}
+
 // Hold says that work for the connection goes on outside its handler's
 // methods (a request served on another goroutine, whose reply is still to
 // come) and returns the function that says it is done. While a hold is

@@ -536,8 +536,8 @@ func (c *Conn) live() bool {
 func (s *Server) read(c *Conn, e poller.Event) {
 	f := c.flags.Load()
 	reading := f&flagReadable != 0 || e.Events&(poller.HangUp|poller.Error) != 0
-	if f&(flagEnding|flagFinishing) != 0 || !reading {
-		return // ending or finishing: nothing more is delivered
+	if f&flagEnding != 0 || f&(flagFinishing|flagReadFinishing) == flagFinishing || !reading {
+		return // ending or finishing (unless ReadWhileFinishing): nothing more is delivered
 	}
 	state := uint8(stOpen)
 	if f&flagClosing != 0 {

@@ -692,7 +692,7 @@ func (s *Server) readTLS(c *Conn, e poller.Event) {
 	}
 	hup := e.Events&(poller.HangUp|poller.Error) != 0
 	sock := e.Events&(poller.Readable|poller.HangUp|poller.Error|poller.ReadHangUp) != 0 &&
-		(f&flagReadable != 0 || hup) && f&flagFinishing == 0
+		(f&flagReadable != 0 || hup) && f&(flagFinishing|flagReadFinishing) != flagFinishing
 	t := c.tls
 	c.mu.Lock()
 	if c.state >= stEnding {

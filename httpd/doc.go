@@ -178,9 +178,8 @@
 // not one per byte (CVE-2019-9511, 9517).
 //
 // Shutdown sends GOAWAY naming the last stream read; the streams in
-// progress finish and the connection closes. As conn stops reading a
-// connection when Shutdown begins, a stream that then waits for a window
-// or for more of its body is reset instead.
+// progress finish, reading the client's window updates and bodies as
+// before, and the connection closes.
 //
 // # Hijack
 //

@@ -94,7 +94,6 @@ type h2conn struct {
 	enc        hpack.Encoder
 	hblock     []byte  // scratch for encoding a field block
 	out        *[]byte // frames not yet written; nil when none
-	flushing   bool    // a goroutine is writing out
 	sendWindow int64   // the connection's send window
 	peerWindow int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	peerFrame  int     // the client's SETTINGS_MAX_FRAME_SIZE
@@ -129,6 +128,9 @@ func (hc *hconn) startH2() {
 		sc.enc.SetMaxDynamicTableSize(h.h2.encoderTable)
 	}
 	hc.up, hc.state = sc, csSwitched
+	// During Shutdown the streams in progress still need the client's
+	// WINDOW_UPDATEs and bodies; new streams are ignored after GOAWAY.
+	hc.c.ReadWhileFinishing()
 	if hc.p != nil {
 		h.parsers.Put(hc.p)
 		hc.p = nil
@@ -171,33 +173,20 @@ func (sc *h2conn) flush() {
 	sc.mu.Unlock()
 }
 
-// flushLocked writes the output gathered so far. Writers that find a
-// write in progress leave their frames to it: the goroutine writing
-// loops until nothing is left, so that frames appended meanwhile by other
-// streams go out together, in one system call, in the order appended
-// (the order HPACK needs). The caller holds mu, which is released
-// around each write.
+// flushLocked writes the output gathered so far, in the order appended
+// (the order HPACK needs). The caller holds mu: conn's Write never
+// blocks (what the socket does not take is queued), and handlers that
+// finish together have appended their responses meanwhile, so one write
+// carries them (see h2response.send). An idle connection keeps no buffer.
 func (sc *h2conn) flushLocked() {
-	if sc.flushing || sc.out == nil {
+	if sc.out == nil {
 		return
 	}
-	sc.flushing = true
-	for sc.out != nil && len(*sc.out) > 0 {
-		out := sc.out
-		sc.out = nil
-		sc.mu.Unlock()
-		sc.c.Write(*out)
-		*out = (*out)[:0]
-		sc.mu.Lock()
-		if sc.out == nil {
-			sc.out = out
-		} else if cap(*out) <= 1<<20 {
-			sc.hc.h.outBufs.Put(out)
-		}
+	if len(*sc.out) > 0 {
+		sc.c.Write(*sc.out)
+		*sc.out = (*sc.out)[:0]
 	}
-	sc.flushing = false
-	if sc.out != nil && sc.running == 0 {
-		// An idle connection keeps no buffer.
+	if sc.running == 0 {
 		if cap(*sc.out) <= 1<<20 {
 			sc.hc.h.outBufs.Put(sc.out)
 		}
@@ -549,8 +538,9 @@ func (sc *h2conn) refundLocked(n uint32) {
 }
 
 // unreadLocked reports that the connection is no longer read: the
-// client closed its side, or Shutdown began. The caller holds mu.
-func (sc *h2conn) unreadLocked() bool { return sc.eof || sc.c.Draining() }
+// client closed its side. (Shutdown does not stop reading it:
+// ReadWhileFinishing.) The caller holds mu.
+func (sc *h2conn) unreadLocked() bool { return sc.eof }
 
 // OnDrain: the output queue fell to LowWater; streams waiting for it
 // go on.
@@ -596,12 +586,6 @@ func (sc *h2conn) OnShutdown(c *conn.Conn) {
 	}
 	idle := sc.running == 0
 	sc.flushLocked()
-	// The connection is no longer read: a stream waiting for a window
-	// or for body bytes cannot get them.
-	for _, st := range sc.streams {
-		signal(st.wake)
-		signal(st.ready)
-	}
 	sc.mu.Unlock()
 	if idle {
 		c.Close()
@@ -617,7 +601,7 @@ func (sc *h2conn) OnClose(c *conn.Conn, reason conn.Reason, err error) {
 	for _, st := range sc.streams {
 		streams = append(streams, st)
 	}
-	if sc.out != nil && !sc.flushing {
+	if sc.out != nil {
 		sc.hc.h.outBufs.Put(sc.out)
 		sc.out = nil
 	}

@@ -184,10 +184,9 @@ func (w *h2response) send(p []byte, end bool) error {
 		// to return from finishing it.
 		sc.removeLocked(st)
 	}
-	if end && sc.running > 1 && !sc.flushing {
+	if end && sc.running > 1 {
 		// Other handlers of the connection run: yield once, so that
-		// those about to finish add their responses to this write
-		// (a group commit); the one that writes takes them all.
+		// those about to finish add their responses to this write.
 		sc.mu.Unlock()
 		runtime.Gosched()
 		sc.mu.Lock()
@@ -470,8 +469,7 @@ func (w *h2response) waitLocked(window bool) error {
 		sc.mu.Unlock()
 	}
 	if err == nil && unread {
-		// Shutdown, or the client's FIN: no WINDOW_UPDATE is read any
-		// more.
+		// The client's FIN: no WINDOW_UPDATE is read any more.
 		sc.resetStream(st.id, h2frame.CodeCancel)
 		sc.flush()
 		return errStreamGone

@@ -357,7 +357,7 @@ func (st *h2stream) Read(p []byte) (int, error) {
 		}
 		sc.flushLocked() // a 100 Continue
 		if sc.unreadLocked() {
-			// Shutdown, or the client's FIN: nothing more is read.
+			// The client's FIN: nothing more is read.
 			return 0, io.ErrUnexpectedEOF
 		}
 		deadline := st.readDeadline
