@@ -504,19 +504,21 @@ func TestNghttp(t *testing.T) {
 			s.expectClosed(t, "nghttp")
 
 			t.Run("gone while flow-blocked", func(t *testing.T) {
-				// -w 0: a stream window of 0, so the download's DATA
+				// -w 0: a stream window of 0, so the downloads' DATA
 				// waits for a WINDOW_UPDATE that never comes; then the
 				// client dies. The server must see the connection end,
-				// close it and end the handler (whose Write fails).
-				cmd := exec.Command("nghttp", "-n", "-w", "0", base+"/download?size=1048576")
+				// close it and end the handlers (whose Writes fail), 32
+				// of them at once.
+				const streams = 32
+				cmd := exec.Command("nghttp", "-n", "-w", "0", "-m", strconv.Itoa(streams), base+"/download?size=1048576")
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
 				defer cmd.Wait()
 				defer cmd.Process.Kill()
-				for deadline := time.Now().Add(timeout); s.log.running() == 0; time.Sleep(5 * time.Millisecond) {
+				for deadline := time.Now().Add(timeout); s.log.running() < streams; time.Sleep(5 * time.Millisecond) {
 					if time.Now().After(deadline) {
-						t.Fatalf("nghttp's request did not reach its handler within %v", timeout)
+						t.Fatalf("%d of nghttp's %d requests reached their handlers within %v", s.log.running(), streams, timeout)
 					}
 				}
 				// Let the handler fill what it may and block.
@@ -526,7 +528,7 @@ func TestNghttp(t *testing.T) {
 				s.expectClosed(t, "nghttp -w 0, killed")
 				for deadline := time.Now().Add(5 * time.Second); s.log.running() > 0; time.Sleep(5 * time.Millisecond) {
 					if time.Now().After(deadline) {
-						t.Fatalf("the /download handler has not returned 5 s after its client died")
+						t.Fatalf("%d /download handlers have not returned 5 s after their client died", s.log.running())
 					}
 				}
 			})
