@@ -453,7 +453,13 @@ func (sc *h2conn) onGoAway() {
 // resetStream sends RST_STREAM with code for a stream error (section
 // 5.4.2), ends the stream's body and remembers the stream as reset by us.
 func (sc *h2conn) resetStream(id uint32, code h2frame.ErrCode) {
-	sc.spend(1)
+	sc.spend(1) // the waiter's: a reset the client provoked
+	sc.resetFromHandler(id, code)
+}
+
+// resetFromHandler is resetStream for a reset the server decides (a
+// stalled body or window), from any goroutine.
+func (sc *h2conn) resetFromHandler(id uint32, code h2frame.ErrCode) {
 	sc.mu.Lock()
 	st := sc.streams[id]
 	*sc.out = h2frame.AppendRSTStream(sc.buf(), id, code)

@@ -470,7 +470,7 @@ func (w *h2response) waitLocked(window bool) error {
 	}
 	if err == nil && unread {
 		// The client's FIN: no WINDOW_UPDATE is read any more.
-		sc.resetStream(st.id, h2frame.CodeCancel)
+		sc.resetFromHandler(st.id, h2frame.CodeCancel)
 		sc.flush()
 		return errStreamGone
 	}
@@ -478,7 +478,7 @@ func (w *h2response) waitLocked(window bool) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, errBodyStalled):
-		sc.resetStream(st.id, h2frame.CodeCancel)
+		sc.resetFromHandler(st.id, h2frame.CodeCancel)
 		sc.flush()
 		return errWindowStall
 	default:

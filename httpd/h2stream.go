@@ -371,7 +371,7 @@ func (st *h2stream) Read(p []byte) (int, error) {
 		if err != nil {
 			if errors.Is(err, errBodyStalled) {
 				sc.mu.Unlock()
-				sc.resetStream(st.id, h2frame.CodeCancel)
+				sc.resetFromHandler(st.id, h2frame.CodeCancel)
 				sc.flush()
 				sc.mu.Lock()
 			}

@@ -186,10 +186,11 @@ func TestH2spec(t *testing.T) {
 		secure  bool
 		protos  *http.Protocols
 		runFlag string // the example's flag that serves so, if any
+		http1   bool   // HTTP/1.1 is served on the plain port too
 	}{
-		{"h2c", false, h2cProtocols(), "-h2c"},
-		{"h2c-only", false, h2cOnly, ""},
-		{"TLS", true, nil, "-tls-self-signed"},
+		{"h2c", false, h2cProtocols(), "-h2c", true},
+		{"h2c-only", false, h2cOnly, "", false},
+		{"TLS", true, nil, "-tls-self-signed", false},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			// The runs wait on h2spec's timeouts more than on the CPU.
@@ -215,7 +216,7 @@ func TestH2spec(t *testing.T) {
 			if err := xml.Unmarshal(b, &r); err != nil {
 				t.Fatalf("h2spec's report: %v\n%s", err, b)
 			}
-			total, passed := 0, 0
+			total, passed, documented := 0, 0, 0
 			var failed, ids []string
 			for _, suite := range r.Suites {
 				for i, c := range suite.Cases {
@@ -223,6 +224,13 @@ func TestH2spec(t *testing.T) {
 					id := fmt.Sprintf("%s/%d", suite.Package, i+1)
 					ids = append(ids, id)
 					switch {
+					case m.http1 && id == "http2/3.5/2" && (c.Failure != nil && strings.Contains(html.UnescapeString(c.Failure.Text), "looked like an HTTP/1.1 header") ||
+						c.Error != nil && strings.Contains(h2specError(c.Error.Text), "looked like an HTTP/1.1 header")):
+						// "INVALID CONNECTION PREFACE" is an HTTP/1.1 request
+						// line on a port that serves HTTP/1.1 too: answered
+						// 400, as net/http answers it (h2spec wants the
+						// connection closed without a byte).
+						documented++
 					case c.Failure != nil:
 						failed = append(failed, fmt.Sprintf("%s (%s: %s) failed: %s", id, suite.Name, c.Name, html.UnescapeString(c.Failure.Text)))
 					case c.Error != nil:
@@ -234,7 +242,7 @@ func TestH2spec(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("h2spec %s over %s: %d of %d cases passed in %v", strings.Join(flags, " "), m.name, passed, total, took.Round(time.Millisecond))
+			t.Logf("h2spec %s over %s: %d of %d cases passed in %v (%d answered as HTTP/1.1, as documented)", strings.Join(flags, " "), m.name, passed, total, took.Round(time.Millisecond), documented)
 			for _, f := range failed {
 				t.Error(f)
 			}
@@ -272,7 +280,7 @@ func TestH2spec(t *testing.T) {
 			if total != h2specCases {
 				t.Errorf("h2spec ran %d cases, want %d", total, h2specCases)
 			}
-			if runErr != nil && len(failed) == 0 {
+			if runErr != nil && len(failed) == 0 && documented == 0 {
 				t.Errorf("h2spec: %v, with no case failed:\n%s", runErr, out)
 			}
 		})
