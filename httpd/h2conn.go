@@ -2,7 +2,9 @@ package httpd
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -323,10 +325,7 @@ func (sc *h2conn) fail(code h2frame.ErrCode, why string) bool {
 	}
 	sc.goAway = true
 	sc.flushLocked()
-	streams := make([]*h2stream, 0, len(sc.streams))
-	for _, st := range sc.streams {
-		streams = append(streams, st)
-	}
+	streams := slices.Collect(maps.Values(sc.streams))
 	sc.mu.Unlock()
 	// The connection is over for every stream, though closing it waits
 	// for the client's FIN: the handlers still running are cancelled now.
@@ -603,10 +602,7 @@ func (sc *h2conn) OnShutdown(c *conn.Conn) {
 func (sc *h2conn) OnClose(c *conn.Conn, reason conn.Reason, err error) {
 	sc.mu.Lock()
 	sc.ended = true
-	streams := make([]*h2stream, 0, len(sc.streams))
-	for _, st := range sc.streams {
-		streams = append(streams, st)
-	}
+	streams := slices.Collect(maps.Values(sc.streams))
 	if sc.out != nil {
 		sc.hc.h.outBufs.Put(sc.out)
 		sc.out = nil
