@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -728,24 +727,7 @@ func TestGoClientH2(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer resp.Body.Close()
-				if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-					t.Errorf("Content-Type %q", ct)
-				}
-				sc := bufio.NewScanner(resp.Body)
-				var at []time.Time
-				for sc.Scan() {
-					if strings.HasPrefix(sc.Text(), "data: ") {
-						at = append(at, time.Now())
-					}
-				}
-				if err := sc.Err(); err != nil || len(at) != 5 {
-					t.Fatalf("%d events: %v", len(at), err)
-				}
-				for i := 1; i < len(at); i++ {
-					if gap := at[i].Sub(at[i-1]); gap < 50*time.Millisecond {
-						t.Errorf("event %d came %v after the one before: not flushed one by one", i+1, gap)
-					}
-				}
+				checkFlushedStream(t, resp, 5)
 			})
 
 			t.Run("upload", func(t *testing.T) {

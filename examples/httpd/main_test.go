@@ -397,16 +397,11 @@ func TestTLSClient(t *testing.T) {
 	}
 }
 
-// TestStreamFlushes reads /stream's events as they come: each must
-// arrive on its own, about 100 ms after the one before, which only
-// flushing gives.
-func TestStreamFlushes(t *testing.T) {
-	s := serveSite(t, false)
-	resp, err := s.client().Get(s.base + "/stream?n=5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+// checkFlushedStream reads n events of /stream's response as they come:
+// each must arrive on its own, about 100 ms after the one before, which
+// only flushing gives.
+func checkFlushedStream(t *testing.T, resp *http.Response, n int) {
+	t.Helper()
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type %q", ct)
 	}
@@ -417,7 +412,7 @@ func TestStreamFlushes(t *testing.T) {
 			at = append(at, time.Now())
 		}
 	}
-	if err := sc.Err(); err != nil || len(at) != 5 {
+	if err := sc.Err(); err != nil || len(at) != n {
 		t.Fatalf("%d events: %v", len(at), err)
 	}
 	for i := 1; i < len(at); i++ {
@@ -425,6 +420,19 @@ func TestStreamFlushes(t *testing.T) {
 			t.Errorf("event %d came %v after the one before: not flushed one by one", i+1, gap)
 		}
 	}
+}
+
+// TestStreamFlushes reads /stream's events as they come: each must
+// arrive on its own, about 100 ms after the one before, which only
+// flushing gives.
+func TestStreamFlushes(t *testing.T) {
+	s := serveSite(t, false)
+	resp, err := s.client().Get(s.base + "/stream?n=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	checkFlushedStream(t, resp, 5)
 }
 
 // TestUpload uploads with Go's client: a known length, and chunked.
